@@ -1,0 +1,142 @@
+#pragma once
+// GGUF v2/v3 reader (mmap) and writer.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cpu/quant.h"
+#include "engine/common.h"
+
+namespace vkmoe {
+
+enum class GgufType : uint32_t {
+  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5,
+  FLOAT32 = 6, BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12,
+};
+const char* gguf_type_name(GgufType t);
+
+// One metadata value. Scalars live in i/u/f/b/s; arrays keep their element
+// type in arr_type and their elements in the vector matching it
+// (integers and bools -> arr_int, floats -> arr_float, strings -> arr_str).
+// Nested arrays are rejected by the reader.
+struct GgufValue {
+  GgufType type = GgufType::UINT32;
+  int64_t i = 0;   // signed integer types and bool
+  uint64_t u = 0;  // unsigned integer types (also mirrored into i when it fits)
+  double f = 0;    // FLOAT32 / FLOAT64
+  bool b = false;
+  std::string s;
+  GgufType arr_type = GgufType::UINT8;
+  std::vector<int64_t> arr_int;
+  std::vector<double> arr_float;
+  std::vector<std::string> arr_str;
+
+  bool is_array() const { return type == GgufType::ARRAY; }
+  size_t array_size() const;
+};
+
+struct GgufTensor {
+  std::string name;
+  std::vector<int64_t> ne;  // ne[0] is the contiguous (row) dimension
+  GgmlType type = GgmlType::F32;
+  uint64_t offset = 0;         // relative to the data section
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+  int64_t nelements() const;
+  int64_t nrows() const;       // product of ne[1..]
+};
+
+class GgufFile {
+ public:
+  // Maps the file read-only. Throws Error("<path>: <what is wrong>") for a
+  // missing, truncated or corrupt file, bad magic, unsupported version,
+  // unknown value/tensor types, tensors out of bounds or misaligned.
+  static std::unique_ptr<GgufFile> open(const std::string& path);
+  // Parses a copy held in memory (used by tests and fuzzing).
+  static std::unique_ptr<GgufFile> from_memory(std::vector<uint8_t> bytes,
+                                               const std::string& label = "<memory>");
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  size_t file_size() const { return size_; }
+  const uint8_t* base() const { return base_; }
+  uint64_t data_offset() const { return data_offset_; }
+
+  const std::vector<std::string>& keys() const { return key_order_; }
+  const GgufValue* find(const std::string& key) const;
+  bool has(const std::string& key) const { return find(key) != nullptr; }
+  // Typed getters: throw Error naming the key if missing or of an
+  // incompatible type; the *_or forms return the fallback when missing.
+  // Integer getters accept any integer type whose value fits.
+  int64_t get_int(const std::string& key) const;
+  int64_t get_int_or(const std::string& key, int64_t fallback) const;
+  double get_float(const std::string& key) const;  // accepts ints too
+  double get_float_or(const std::string& key, double fallback) const;
+  bool get_bool_or(const std::string& key, bool fallback) const;
+  std::string get_str(const std::string& key) const;
+  std::string get_str_or(const std::string& key, const std::string& fallback) const;
+  const std::vector<std::string>& get_arr_str(const std::string& key) const;
+  const std::vector<double>& get_arr_float(const std::string& key) const;
+  const std::vector<int64_t>& get_arr_int(const std::string& key) const;
+
+  const std::vector<GgufTensor>& tensors() const { return tensors_; }
+  const GgufTensor* tensor(const std::string& name) const;  // nullptr if absent
+
+ private:
+  GgufFile() = default;
+  void parse();
+  std::string path_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  const uint8_t* base_ = nullptr;
+  size_t size_ = 0;
+  uint64_t data_offset_ = 0;
+  void* map_ = nullptr;                // mmap'd region, or null
+  std::vector<uint8_t> owned_;         // from_memory storage
+  std::vector<std::string> key_order_;
+  std::unordered_map<std::string, GgufValue> kv_;
+  std::vector<GgufTensor> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+// Builds a GGUF v3 file. Tensor data is aligned to `alignment`
+// (general.alignment is written when it differs from 32).
+class GgufWriter {
+ public:
+  explicit GgufWriter(uint64_t alignment = 32);
+  void add_u32(const std::string& key, uint32_t v);
+  void add_i32(const std::string& key, int32_t v);
+  void add_u64(const std::string& key, uint64_t v);
+  void add_f32(const std::string& key, float v);
+  void add_bool(const std::string& key, bool v);
+  void add_str(const std::string& key, const std::string& v);
+  void add_arr_str(const std::string& key, const std::vector<std::string>& v);
+  void add_arr_f32(const std::string& key, const std::vector<float>& v);
+  void add_arr_i32(const std::string& key, const std::vector<int32_t>& v);
+  void add_value(const std::string& key, const GgufValue& v);  // any type
+  // `data` must hold row_bytes(type, ne[0]) * nrows bytes; it is copied.
+  void add_tensor(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
+                  std::vector<uint8_t> data);
+  std::vector<uint8_t> to_bytes() const;
+  void write(const std::string& path) const;  // throws Error on I/O failure
+
+ private:
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> ne;
+    GgmlType type;
+    std::vector<uint8_t> data;
+  };
+  uint64_t alignment_;
+  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<Tensor> tensors_;
+};
+
+}  // namespace vkmoe

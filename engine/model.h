@@ -1,0 +1,78 @@
+#pragma once
+// Model hyper-parameters and weight views read from a GGUF file.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+
+namespace vkmoe {
+
+enum class Arch { Llama, Qwen3, Qwen3Moe, Olmoe, Qwen2Moe };
+const char* arch_name(Arch a);
+
+struct ModelConfig {
+  Arch arch = Arch::Llama;
+  int n_layer = 0;
+  int n_embd = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;        // key/value length per head
+  int n_ff = 0;            // dense FFN width (0 for MoE-only models)
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  int n_expert = 0;        // 0 for dense models
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  int n_ff_shexp = 0;      // shared expert width (qwen2moe), 0 if none
+  float rope_theta = 10000.f;
+  float norm_eps = 1e-6f;
+  bool rope_neox = false;  // NeoX (half-split) rotation vs. adjacent pairs
+  bool norm_topk_prob = false;  // renormalize the top-k router weights
+  bool is_moe() const { return n_expert > 0; }
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+};
+
+// A view of one GGUF tensor. For stacked expert tensors ne = {in, out, n_expert}.
+struct Weight {
+  const GgufTensor* t = nullptr;
+  explicit operator bool() const { return t != nullptr; }
+  GgmlType type() const { return t->type; }
+  int64_t in() const { return t->ne[0]; }
+  int64_t out() const { return t->ne.size() > 1 ? t->ne[1] : 1; }
+  size_t row_bytes() const { return vkmoe::row_bytes(t->type, t->ne[0]); }
+  const uint8_t* row(int64_t r) const { return t->data + r * row_bytes(); }
+  // Stacked experts: the bytes of expert e (out rows of in elements each).
+  size_t expert_bytes() const { return row_bytes() * out(); }
+  const uint8_t* expert(int e) const { return t->data + e * expert_bytes(); }
+  const float* f32() const;  // data as floats; throws unless type is F32
+};
+
+struct LayerWeights {
+  Weight attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm;
+  Weight ffn_norm;
+  Weight ffn_gate, ffn_up, ffn_down;                  // dense FFN
+  Weight router, gate_exps, up_exps, down_exps;       // MoE
+  Weight shexp_gate, gate_shexp, up_shexp, down_shexp;  // shared expert
+};
+
+class Model {
+ public:
+  // Opens and validates: throws Error for an unknown architecture, missing
+  // hyper-parameters or tensors, or tensors of the wrong shape/type.
+  static std::unique_ptr<Model> load(const std::string& path);
+  static std::unique_ptr<Model> from_gguf(std::unique_ptr<GgufFile> file);
+
+  const ModelConfig& config() const { return cfg_; }
+  const GgufFile& gguf() const { return *file_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  Weight tok_embd, output_norm, output;  // output == tok_embd when tied
+
+ private:
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig cfg_;
+  std::vector<LayerWeights> layers_;
+};
+
+}  // namespace vkmoe

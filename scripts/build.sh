@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages vkmoe needs (when missing) and builds into build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS="cmake ninja-build g++ pkg-config libvulkan-dev glslc libshaderc-dev glslang-tools spirv-tools
+      libhwy-dev libgtest-dev libbenchmark-dev mesa-vulkan-drivers"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "installing:$missing"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $missing
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("vkmoe: under construction"); return 0; }
