@@ -1,6 +1,7 @@
 #pragma once
 // GGUF v2/v3 reader (mmap) and writer.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,8 +21,12 @@ const char* gguf_type_name(GgufType t);
 
 // One metadata value. Scalars live in i/u/f/b/s; arrays keep their element
 // type in arr_type and their elements in the vector matching it
-// (integers and bools -> arr_int, floats -> arr_float, strings -> arr_str).
-// Nested arrays are rejected by the reader.
+// (integers and bools -> arr_int, floats -> arr_float, strings -> arr_str;
+// UINT64 elements keep their bit pattern in arr_int). Signed values are also
+// mirrored into u when non-negative; bools set b and i/u (0/1).
+// Arrays of arrays (one level) are bounds-checked and skipped by the reader:
+// arr_type == ARRAY with no elements stored; deeper nesting is rejected.
+// The writer reads u for unsigned scalars, i for signed ones, b for BOOL.
 struct GgufValue {
   GgufType type = GgufType::UINT32;
   int64_t i = 0;   // signed integer types and bool
@@ -124,6 +129,11 @@ class GgufWriter {
   // `data` must hold row_bytes(type, ne[0]) * nrows bytes; it is copied.
   void add_tensor(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
                   std::vector<uint8_t> data);
+  // The data is produced by fill(dst, nbytes) only while writing, so files
+  // larger than memory can be streamed.
+  using TensorFill = std::function<void(uint8_t* dst, size_t nbytes)>;
+  void add_tensor_lazy(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
+                       TensorFill fill);
   std::vector<uint8_t> to_bytes() const;
   void write(const std::string& path) const;  // throws Error on I/O failure
 
@@ -133,7 +143,12 @@ class GgufWriter {
     std::vector<int64_t> ne;
     GgmlType type;
     std::vector<uint8_t> data;
+    size_t nbytes = 0;
+    TensorFill fill;  // set for lazy tensors (data stays empty)
   };
+  void add_tensor_impl(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
+                       std::vector<uint8_t> data, TensorFill fill);
+  std::vector<uint8_t> header_bytes() const;  // everything before the data section
   uint64_t alignment_;
   std::vector<std::pair<std::string, GgufValue>> kv_;
   std::vector<Tensor> tensors_;

@@ -1,0 +1,193 @@
+#include "cpu/cpu_forward.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/moe_route.h"
+#include "cpu/quant.h"
+#include "cpu/simd_kernels.h"
+#include "cpu/thread_pool.h"
+
+namespace vkmoe {
+
+std::vector<float> to_f32(const Weight& w) {
+  if (!w) return {};
+  std::vector<float> out(static_cast<size_t>(w.t->nelements()));
+  dequantize_row(w.type(), w.t->data, out.data(), w.t->nelements());
+  return out;
+}
+
+void rms_norm(const float* x, const float* w, float* y, int n, float eps) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
+  float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  for (int i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.f);
+}
+
+void rope(float* v, int head_dim, int pos, float theta, bool neox) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    float freq = std::pow(theta, -2.0f * i / head_dim);
+    float ang = pos * freq;
+    float c = std::cos(ang), s = std::sin(ang);
+    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_threads)
+    : model_(model), c_(model.config()), n_ctx_(n_ctx), kernels_(kernels) {
+  if (n_ctx <= 0) throw Error("context size must be positive");
+  if (kernels_ == Kernels::Simd) pool_ = std::make_unique<ThreadPool>(n_threads);
+  k_cache_.assign(size_t(c_.n_layer) * n_ctx * c_.kv_dim(), 0.f);
+  v_cache_.assign(k_cache_.size(), 0.f);
+  for (const auto& l : model.layers()) {
+    lf_.push_back({to_f32(l.attn_norm), to_f32(l.ffn_norm), to_f32(l.q_norm), to_f32(l.k_norm),
+                   to_f32(l.bq), to_f32(l.bk), to_f32(l.bv), to_f32(l.shexp_gate)});
+  }
+  output_norm_ = to_f32(model.output_norm);
+}
+
+CpuForward::~CpuForward() = default;
+
+void CpuForward::matvec(const Weight& w, const float* x, float* y, int expert) const {
+  const int64_t n = w.in(), rows = w.out();
+  const uint8_t* base = expert >= 0 ? w.expert(expert) : w.t->data;
+  const size_t rb = w.row_bytes();
+  if (kernels_ == Kernels::Scalar) {
+    for (int64_t r = 0; r < rows; ++r) y[r] = dot_row_f32(w.type(), base + r * rb, x, n);
+    return;
+  }
+  std::vector<uint8_t> xq(activation_bytes(w.type(), n));
+  quantize_activation(w.type(), x, xq.data(), n);
+  const int64_t grain = std::max<int64_t>(1, rows / (8 * pool_->size()));
+  pool_->parallel_for((rows + grain - 1) / grain, [&](int64_t b, int64_t e) {
+    const int64_t r0 = b * grain, r1 = std::min(rows, e * grain);
+    matvec_rows(w.type(), base, xq.data(), y + r0, r0, r1, n);
+  });
+}
+
+void CpuForward::swiglu_ffn(const Weight& gate, const Weight& up, const Weight& down, int expert,
+                            const float* x, float* out, int n_ff) const {
+  std::vector<float> g(n_ff), u(n_ff);
+  matvec(gate, x, g.data(), expert);
+  matvec(up, x, u.data(), expert);
+  for (int i = 0; i < n_ff; ++i) g[i] = silu(g[i]) * u[i];
+  matvec(down, g.data(), out, expert);
+}
+
+void CpuForward::ffn_moe(int il, const float* x, float* out) {
+  const auto& l = model_.layers()[il];
+  const int E = c_.n_embd, K = c_.n_expert_used;
+  std::vector<float> logits(c_.n_expert);
+  matvec(l.router, x, logits.data());
+  Route& r = routes_[il];
+  r.experts.resize(K);
+  r.weights.resize(K);
+  route_topk(logits.data(), c_.n_expert, K, c_.norm_topk_prob, r.experts.data(), r.weights.data());
+  std::fill(out, out + E, 0.f);
+  std::vector<float> y(E);
+  for (int j = 0; j < K; ++j) {
+    swiglu_ffn(l.gate_exps, l.up_exps, l.down_exps, r.experts[j], x, y.data(), c_.n_ff_exp);
+    for (int i = 0; i < E; ++i) out[i] += r.weights[j] * y[i];
+  }
+  if (l.gate_shexp) {
+    swiglu_ffn(l.gate_shexp, l.up_shexp, l.down_shexp, -1, x, y.data(), c_.n_ff_shexp);
+    double g = 0;
+    for (int i = 0; i < E; ++i) g += double(lf_[il].shexp_gate[i]) * x[i];
+    float gate = static_cast<float>(1.0 / (1.0 + std::exp(-g)));
+    for (int i = 0; i < E; ++i) out[i] += gate * y[i];
+  }
+}
+
+std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
+  const int T = static_cast<int>(tokens.size());
+  if (T == 0) throw Error("eval: no tokens");
+  if (pos_ + T > n_ctx_)
+    throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
+  const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
+  const int group = c_.n_head / c_.n_head_kv;
+  routes_.assign(c_.n_layer, {});
+
+  std::vector<float> x(size_t(T) * E);
+  for (int t = 0; t < T; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= c_.n_vocab)
+      throw Error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary");
+    dequantize_row(model_.tok_embd.type(), model_.tok_embd.row(tokens[t]), &x[size_t(t) * E], E);
+  }
+  std::vector<float> xn(E), q(size_t(T) * Q), att(Q), o(E), f(E), scores(n_ctx_);
+  for (int il = 0; il < c_.n_layer; ++il) {
+    const auto& l = model_.layers()[il];
+    const auto& lf = lf_[il];
+    float* kc = &k_cache_[size_t(il) * n_ctx_ * KV];
+    float* vc = &v_cache_[size_t(il) * n_ctx_ * KV];
+    for (int t = 0; t < T; ++t) {
+      const int p = pos_ + t;
+      float* qt = &q[size_t(t) * Q];
+      float* kt = kc + size_t(p) * KV;
+      float* vt = vc + size_t(p) * KV;
+      rms_norm(&x[size_t(t) * E], lf.attn_norm.data(), xn.data(), E, c_.norm_eps);
+      matvec(l.wq, xn.data(), qt);
+      matvec(l.wk, xn.data(), kt);
+      matvec(l.wv, xn.data(), vt);
+      if (!lf.bq.empty()) {
+        for (int i = 0; i < Q; ++i) qt[i] += lf.bq[i];
+        for (int i = 0; i < KV; ++i) kt[i] += lf.bk[i], vt[i] += lf.bv[i];
+      }
+      if (!lf.q_norm.empty()) {
+        if (static_cast<int>(lf.q_norm.size()) == D) {  // per head (qwen3)
+          for (int h = 0; h < c_.n_head; ++h) rms_norm(qt + h * D, lf.q_norm.data(), qt + h * D, D, c_.norm_eps);
+          for (int h = 0; h < c_.n_head_kv; ++h) rms_norm(kt + h * D, lf.k_norm.data(), kt + h * D, D, c_.norm_eps);
+        } else {  // whole projection (olmoe)
+          rms_norm(qt, lf.q_norm.data(), qt, Q, c_.norm_eps);
+          rms_norm(kt, lf.k_norm.data(), kt, KV, c_.norm_eps);
+        }
+      }
+      for (int h = 0; h < c_.n_head; ++h) rope(qt + h * D, D, p, c_.rope_theta, c_.rope_neox);
+      for (int h = 0; h < c_.n_head_kv; ++h) rope(kt + h * D, D, p, c_.rope_theta, c_.rope_neox);
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    for (int t = 0; t < T; ++t) {
+      const int p = pos_ + t;
+      for (int h = 0; h < c_.n_head; ++h) {
+        const float* qh = &q[size_t(t) * Q + h * D];
+        const int kvh = h / group;
+        float mx = -INFINITY;
+        for (int j = 0; j <= p; ++j) {
+          const float* kj = kc + size_t(j) * KV + kvh * D;
+          float s = 0;
+          for (int i = 0; i < D; ++i) s += qh[i] * kj[i];
+          scores[j] = s * scale;
+          mx = std::max(mx, scores[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j <= p; ++j) sum += scores[j] = std::exp(scores[j] - mx);
+        float* out = &att[h * D];
+        std::fill(out, out + D, 0.f);
+        for (int j = 0; j <= p; ++j) {
+          const float w = static_cast<float>(scores[j] / sum);
+          const float* vj = vc + size_t(j) * KV + kvh * D;
+          for (int i = 0; i < D; ++i) out[i] += w * vj[i];
+        }
+      }
+      float* xt = &x[size_t(t) * E];
+      matvec(l.wo, att.data(), o.data());
+      for (int i = 0; i < E; ++i) xt[i] += o[i];
+      rms_norm(xt, lf.ffn_norm.data(), xn.data(), E, c_.norm_eps);
+      if (c_.is_moe())
+        ffn_moe(il, xn.data(), f.data());
+      else
+        swiglu_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, -1, xn.data(), f.data(), c_.n_ff);
+      for (int i = 0; i < E; ++i) xt[i] += f[i];
+    }
+  }
+  pos_ += T;
+  rms_norm(&x[size_t(T - 1) * E], output_norm_.data(), xn.data(), E, c_.norm_eps);
+  std::vector<float> logits(c_.n_vocab);
+  matvec(model_.output, xn.data(), logits.data());
+  return logits;
+}
+
+}  // namespace vkmoe

@@ -1,0 +1,63 @@
+#pragma once
+// CPU forward pass for all supported architectures. With Kernels::Scalar it is
+// the reference every other path is checked against (dequantize + float dot);
+// Kernels::Simd uses the Highway kernels and a thread pool.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/model.h"
+
+namespace vkmoe {
+
+class ThreadPool;
+
+struct Route {
+  std::vector<int> experts;
+  std::vector<float> weights;
+};
+
+class CpuForward {
+ public:
+  enum class Kernels { Scalar, Simd };
+  CpuForward(const Model& model, int n_ctx, Kernels kernels = Kernels::Scalar, int n_threads = 0);
+  ~CpuForward();
+
+  // Evaluates tokens at positions pos()..pos()+n-1 with causal attention over
+  // the KV cache, appends them to it and returns the logits of the last one.
+  std::vector<float> eval(const std::vector<int32_t>& tokens);
+  std::vector<float> decode(int32_t token) { return eval({token}); }
+  void reset() { pos_ = 0; }
+  int pos() const { return pos_; }
+  int n_ctx() const { return n_ctx_; }
+  // Router decisions of the last evaluated token, one entry per layer (MoE only).
+  const std::vector<Route>& last_routes() const { return routes_; }
+
+ private:
+  void matvec(const Weight& w, const float* x, float* y, int expert = -1) const;
+  void ffn_moe(int il, const float* x, float* out);
+  void swiglu_ffn(const Weight& gate, const Weight& up, const Weight& down, int expert,
+                  const float* x, float* out, int n_ff) const;
+
+  const Model& model_;
+  const ModelConfig& c_;
+  int n_ctx_;
+  Kernels kernels_;
+  std::unique_ptr<ThreadPool> pool_;
+  int pos_ = 0;
+  std::vector<float> k_cache_, v_cache_;  // [layer][pos][kv_dim]
+  struct LayerF32 {
+    std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv, shexp_gate;
+  };
+  std::vector<LayerF32> lf_;
+  std::vector<float> output_norm_;
+  std::vector<Route> routes_;
+};
+
+// Dequantizes a whole (small) tensor to floats.
+std::vector<float> to_f32(const Weight& w);
+void rms_norm(const float* x, const float* w, float* y, int n, float eps);
+// Rotates one head of `head_dim` values in place for position pos.
+void rope(float* v, int head_dim, int pos, float theta, bool neox);
+
+}  // namespace vkmoe

@@ -1,0 +1,48 @@
+#pragma once
+// Persistent worker pool for data-parallel loops (matvec rows, experts).
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace vkmoe {
+
+class ThreadPool {
+ public:
+  // n_threads counts the calling thread too; 0 = hardware_concurrency.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n), on the workers
+  // and the calling thread; returns when all chunks are done. The first
+  // exception thrown by fn is rethrown here. Calls from inside fn (nested)
+  // run serially on the calling thread; calls from other threads queue.
+  void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
+
+ private:
+  void worker_loop();
+  void run_chunks();
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex call_mu_;  // one parallel_for at a time
+  std::mutex mu_;
+  std::condition_variable wake_, done_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  int busy_workers_ = 0;
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunk_ = 1;
+  std::atomic<int64_t> next_{0};
+  std::exception_ptr error_;
+};
+
+}  // namespace vkmoe

@@ -1,0 +1,127 @@
+#include "engine/route_stats.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <iterator>
+
+#include "engine/common.h"
+
+namespace vkmoe {
+
+namespace {
+
+double ratio(uint64_t num, uint64_t den) { return den ? double(num) / double(den) : 0.0; }
+
+std::string pct(uint64_t num, uint64_t den) {
+  if (den == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * double(num) / double(den));
+  return buf;
+}
+
+std::vector<int> distinct(std::span<const int> v) {
+  std::vector<int> out(v.begin(), v.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+}  // namespace
+
+double RouteStats::Totals::precision() const { return ratio(correct, predicted); }
+double RouteStats::Totals::recall() const { return ratio(correct, actual); }
+double RouteStats::Totals::hit_rate() const { return ratio(hits, hits + misses); }
+
+RouteStats::Totals& RouteStats::Totals::operator+=(const Totals& o) {
+  routings += o.routings;
+  predicted += o.predicted;
+  actual += o.actual;
+  correct += o.correct;
+  hits += o.hits;
+  misses += o.misses;
+  bytes_uploaded += o.bytes_uploaded;
+  gpu_experts += o.gpu_experts;
+  cpu_experts += o.cpu_experts;
+  return *this;
+}
+
+RouteStats::RouteStats(int n_layer) {
+  if (n_layer < 0) throw Error("RouteStats: negative layer count");
+  layers_.resize(size_t(n_layer));
+}
+
+RouteStats::Totals& RouteStats::at(int layer) {
+  if (layer < 0 || layer >= n_layer())
+    throw Error("RouteStats: layer " + std::to_string(layer) + " outside 0.." +
+                std::to_string(n_layer() - 1));
+  return layers_[size_t(layer)];
+}
+
+void RouteStats::record_routing(int layer, std::span<const int> predicted,
+                                std::span<const int> actual) {
+  Totals& t = at(layer);
+  const std::vector<int> p = distinct(predicted), a = distinct(actual);
+  std::vector<int> both;
+  std::set_intersection(p.begin(), p.end(), a.begin(), a.end(), std::back_inserter(both));
+  t.routings++;
+  t.predicted += p.size();
+  t.actual += a.size();
+  t.correct += both.size();
+}
+
+void RouteStats::record_cache(int layer, uint64_t hits, uint64_t misses) {
+  Totals& t = at(layer);
+  t.hits += hits;
+  t.misses += misses;
+}
+
+void RouteStats::record_upload(int layer, uint64_t bytes) { at(layer).bytes_uploaded += bytes; }
+
+void RouteStats::record_compute(int layer, uint64_t on_gpu, uint64_t on_cpu) {
+  Totals& t = at(layer);
+  t.gpu_experts += on_gpu;
+  t.cpu_experts += on_cpu;
+}
+
+void RouteStats::add_tokens(uint64_t n) { tokens_ += n; }
+
+void RouteStats::reset() {
+  std::fill(layers_.begin(), layers_.end(), Totals{});
+  tokens_ = 0;
+}
+
+RouteStats::Totals RouteStats::total() const {
+  Totals sum;
+  for (const auto& t : layers_) sum += t;
+  return sum;
+}
+
+double RouteStats::mib_per_token() const {
+  return tokens_ ? double(total().bytes_uploaded) / double(1u << 20) / double(tokens_) : 0.0;
+}
+
+std::string RouteStats::report() const {
+  std::string out;
+  char line[256];
+  auto row = [&](const std::string& label, const Totals& t) {
+    const double mib = double(t.bytes_uploaded) / double(1u << 20);
+    std::snprintf(line, sizeof line, "%7s %9s %9s %9s %10llu %10llu %10.1f %10.3f\n",
+                  label.c_str(), pct(t.correct, t.predicted).c_str(),
+                  pct(t.correct, t.actual).c_str(), pct(t.hits, t.hits + t.misses).c_str(),
+                  static_cast<unsigned long long>(t.gpu_experts),
+                  static_cast<unsigned long long>(t.cpu_experts), mib,
+                  tokens_ ? mib / double(tokens_) : 0.0);
+    out += line;
+  };
+  std::snprintf(line, sizeof line, "expert stats: %llu tokens, %d layers\n",
+                static_cast<unsigned long long>(tokens_), n_layer());
+  out += line;
+  std::snprintf(line, sizeof line, "%7s %9s %9s %9s %10s %10s %10s %10s\n", "layer", "pred-prec",
+                "pred-rec", "hit-rate", "gpu-exp", "cpu-exp", "MiB-up", "MiB/token");
+  out += line;
+  for (int l = 0; l < n_layer(); ++l) row(std::to_string(l), layers_[size_t(l)]);
+  row("total", total());
+  return out;
+}
+
+}  // namespace vkmoe

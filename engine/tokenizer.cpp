@@ -1,0 +1,639 @@
+#include "engine/tokenizer.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <cstring>
+#include <queue>
+
+#include "engine/gguf.h"
+
+namespace vkmoe {
+namespace {
+
+constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
+
+// Decodes one UTF-8 sequence at s[pos]; returns its byte length. Malformed
+// input decodes byte by byte to an invalid code point (>= 0x110000) so that
+// every byte of the input stays covered.
+size_t utf8_next(std::string_view s, size_t pos, uint32_t& cp) {
+  const auto b0 = static_cast<uint8_t>(s[pos]);
+  size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+  if (len == 0 || pos + len > s.size()) {
+    cp = 0x110000 + b0;
+    return 1;
+  }
+  if (len == 1) {
+    cp = b0;
+    return 1;
+  }
+  uint32_t c = b0 & (0x7F >> len);
+  for (size_t k = 1; k < len; ++k) {
+    const auto b = static_cast<uint8_t>(s[pos + k]);
+    if ((b & 0xC0) != 0x80) {
+      cp = 0x110000 + b0;
+      return 1;
+    }
+    c = (c << 6) | (b & 0x3F);
+  }
+  cp = c;
+  return len;
+}
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// Unicode general categories as the pre-tokenizer regexes see them: \p{L},
+// \p{N}, \s, and everything else. ASCII and whitespace are exact; beyond ASCII
+// the common number, punctuation, symbol and mark blocks are listed and the
+// rest counts as letters (an approximation that only moves split points;
+// encoding stays lossless).
+enum class Cls : uint8_t { Letter, Number, Space, Other };
+
+bool in(uint32_t c, uint32_t lo, uint32_t hi) { return c >= lo && c <= hi; }
+
+Cls classify(uint32_t c) {
+  if (c < 0x80) {
+    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return Cls::Letter;
+    if (c >= '0' && c <= '9') return Cls::Number;
+    if (c == ' ' || in(c, 0x09, 0x0D)) return Cls::Space;
+    return Cls::Other;
+  }
+  if (c >= 0x110000) return Cls::Other;  // malformed byte
+  if (c == 0x85 || c == 0xA0 || c == 0x1680 || in(c, 0x2000, 0x200A) || c == 0x2028 ||
+      c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000)
+    return Cls::Space;
+  if (c == 0xB2 || c == 0xB3 || c == 0xB9 || in(c, 0xBC, 0xBE) || in(c, 0x660, 0x669) ||
+      in(c, 0x6F0, 0x6F9) || in(c, 0x7C0, 0x7C9) || in(c, 0xE50, 0xE59) || in(c, 0xED0, 0xED9) ||
+      in(c, 0xF20, 0xF33) || in(c, 0x1040, 0x1049) || in(c, 0x17E0, 0x17E9) ||
+      in(c, 0x1810, 0x1819) || c == 0x2070 || in(c, 0x2074, 0x2079) || in(c, 0x2080, 0x2089) ||
+      in(c, 0x2150, 0x2189) || in(c, 0x2460, 0x249B) || in(c, 0x24EA, 0x24FF) ||
+      in(c, 0x2776, 0x2793) || c == 0x3007 || in(c, 0x3021, 0x3029) || in(c, 0xFF10, 0xFF19) ||
+      in(c, 0x1D7CE, 0x1D7FF))
+    return Cls::Number;
+  if (in(c, 0x0966, 0x0DEF) && (c & 0x7F) >= 0x66 && (c & 0x7F) <= 0x6F)
+    return Cls::Number;  // Indic digit blocks
+  if (c < 0xA0 || (in(c, 0xA1, 0xBF) && c != 0xAA && c != 0xB5 && c != 0xBA) || c == 0xD7 ||
+      c == 0xF7 || in(c, 0x300, 0x36F) || in(c, 0x1AB0, 0x1AFF) || in(c, 0x1DC0, 0x1DFF) ||
+      in(c, 0x2000, 0x214F) || in(c, 0x2190, 0x2BFF) || in(c, 0x2E00, 0x2E7F) ||
+      in(c, 0x3000, 0x303F) || in(c, 0xD800, 0xF8FF) || in(c, 0xFE00, 0xFE6F) ||
+      in(c, 0xFF01, 0xFF0F) || in(c, 0xFF1A, 0xFF20) || in(c, 0xFF3B, 0xFF40) ||
+      in(c, 0xFF5B, 0xFF65) || in(c, 0xFFF0, 0xFFFF) || in(c, 0x1F000, 0x1FAFF) ||
+      in(c, 0xE0000, 0xE007F) || c >= 0xF0000)
+    return Cls::Other;
+  return Cls::Letter;
+}
+
+struct ByteUnicodeTables {
+  std::array<std::string, 256> to_unicode;
+  std::array<int16_t, 512> to_byte;  // code point -> byte, -1 if none
+  ByteUnicodeTables() {
+    to_byte.fill(-1);
+    int extra = 0;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = in(b, 33, 126) || in(b, 161, 172) || in(b, 174, 255);
+      const uint32_t cp = printable ? b : 256 + extra++;
+      append_utf8(to_unicode[b], cp);
+      to_byte[cp] = static_cast<int16_t>(b);
+    }
+  }
+};
+
+const ByteUnicodeTables& byte_tables() {
+  static const ByteUnicodeTables t;
+  return t;
+}
+
+int parse_byte_token(std::string_view t) {  // "<0xNN>" -> NN, else -1
+  if (t.size() != 6 || t.substr(0, 3) != "<0x" || t[5] != '>') return -1;
+  int v = 0;
+  for (size_t k = 3; k < 5; ++k) {
+    const char c = t[k];
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+std::string byte_token_name(int b) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+  return buf;
+}
+
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  while (true) {
+    const size_t hit = s.find(from, pos);
+    if (hit == std::string_view::npos) break;
+    out.append(s.substr(pos, hit - pos));
+    out.append(to);
+    pos = hit + from.size();
+  }
+  out.append(s.substr(pos));
+  return out;
+}
+
+// Symbols of a word being merged (a doubly linked list over byte ranges).
+struct Symbol {
+  int prev, next;
+  uint32_t start, len;  // len == 0: merged into its left neighbour
+};
+
+// A candidate merge of symbol `left` with its right neighbour; `size` is their
+// combined length when queued (lengths only grow, so a mismatch means stale).
+struct Candidate {
+  double priority;  // larger first
+  int left;
+  uint32_t size;
+  bool operator<(const Candidate& o) const {
+    return priority != o.priority ? priority < o.priority : left > o.left;
+  }
+};
+
+// Runs the merge loop: `priority_of(l, r)` returns false if the pair cannot merge.
+template <typename PriorityFn>
+void merge_symbols(std::vector<Symbol>& sym, PriorityFn priority_of) {
+  std::priority_queue<Candidate> queue;
+  auto add = [&](int l, int r) {
+    if (l < 0 || r < 0) return;
+    double p;
+    if (priority_of(sym[l], sym[r], p)) queue.push({p, l, sym[l].len + sym[r].len});
+  };
+  for (int k = 0; k + 1 < static_cast<int>(sym.size()); ++k) add(k, k + 1);
+  while (!queue.empty()) {
+    const Candidate c = queue.top();
+    queue.pop();
+    Symbol& l = sym[c.left];
+    if (l.len == 0 || l.next < 0) continue;
+    Symbol& r = sym[l.next];
+    if (l.len + r.len != c.size) continue;
+    l.len += r.len;
+    r.len = 0;
+    l.next = r.next;
+    if (l.next >= 0) sym[l.next].prev = c.left;
+    add(l.prev, c.left);
+    add(c.left, l.next);
+  }
+}
+
+bool is_special_type(int32_t t) { return t == kTokControl || t == kTokUserDefined; }
+
+}  // namespace
+
+const std::string& bpe_byte_to_unicode(uint8_t b) { return byte_tables().to_unicode[b]; }
+
+BpePre bpe_pre_from_name(const std::string& pre) {
+  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return BpePre::Qwen2;
+  if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "dbrx" ||
+      pre == "smaug-bpe" || pre == "falcon3")
+    return BpePre::Llama3;
+  return BpePre::Gpt2;
+}
+
+// Hand-written equivalents of the pre-tokenizer regexes (alternatives tried in
+// order, as the regex engine does):
+//  Gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+//  Llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
+//          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//  Qwen2:  as Llama3 with \p{N} (single digits).
+std::vector<std::string_view> bpe_pretokenize(std::string_view text, BpePre pre) {
+  struct Cp {
+    uint32_t cp;
+    Cls cls;
+    uint32_t off;
+  };
+  std::vector<Cp> cps;
+  cps.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    uint32_t cp;
+    const size_t len = utf8_next(text, pos, cp);
+    cps.push_back({cp, classify(cp), static_cast<uint32_t>(pos)});
+    pos += len;
+  }
+  const size_t n = cps.size();
+  auto cls_at = [&](size_t k, Cls c) { return k < n && cps[k].cls == c; };
+  auto L = [&](size_t k) { return cls_at(k, Cls::Letter); };
+  auto N = [&](size_t k) { return cls_at(k, Cls::Number); };
+  auto S = [&](size_t k) { return cls_at(k, Cls::Space); };
+  auto O = [&](size_t k) { return cls_at(k, Cls::Other); };
+  auto newline = [&](size_t k) { return k < n && (cps[k].cp == '\r' || cps[k].cp == '\n'); };
+  auto lower = [&](size_t k) -> uint32_t {
+    if (k >= n) return 0;
+    const uint32_t c = cps[k].cp;
+    return pre != BpePre::Gpt2 && c >= 'A' && c <= 'Z' ? c + 32 : c;
+  };
+  const bool gpt2 = pre == BpePre::Gpt2;
+  const size_t max_digits = pre == BpePre::Qwen2 ? 1 : pre == BpePre::Llama3 ? 3 : SIZE_MAX;
+
+  std::vector<std::string_view> words;
+  size_t i = 0;
+  auto emit = [&](size_t end) {
+    const size_t b = cps[i].off, e = end < n ? cps[end].off : text.size();
+    words.push_back(text.substr(b, e - b));
+    i = end;
+  };
+  while (i < n) {
+    // Contractions.
+    if (cps[i].cp == '\'') {
+      const uint32_t a = lower(i + 1), b = lower(i + 2);
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') { emit(i + 2); continue; }
+      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
+        emit(i + 3);
+        continue;
+      }
+    }
+    // Letter runs with an optional prefix character.
+    {
+      size_t k = i;
+      if (gpt2 ? (cps[i].cp == ' ' && L(i + 1)) : (!newline(i) && !L(i) && !N(i) && L(i + 1)))
+        k = i + 1;
+      if (L(k)) {
+        while (L(k)) ++k;
+        emit(k);
+        continue;
+      }
+    }
+    // Digit runs.
+    {
+      size_t k = gpt2 && cps[i].cp == ' ' && N(i + 1) ? i + 1 : i;
+      if (N(k)) {
+        const size_t first = k;
+        while (N(k) && k - first < max_digits) ++k;
+        emit(k);
+        continue;
+      }
+    }
+    // Punctuation / symbol runs (Llama3/Qwen2 also take trailing newlines).
+    {
+      size_t k = cps[i].cp == ' ' && O(i + 1) ? i + 1 : i;
+      if (O(k)) {
+        while (O(k)) ++k;
+        if (!gpt2)
+          while (newline(k)) ++k;
+        emit(k);
+        continue;
+      }
+    }
+    // Whitespace.
+    size_t j = i;
+    while (S(j)) ++j;
+    if (!gpt2) {  // \s*[\r\n]+ : up to the last newline of the run
+      size_t last_nl = SIZE_MAX;
+      for (size_t k = i; k < j; ++k)
+        if (newline(k)) last_nl = k;
+      if (last_nl != SIZE_MAX) {
+        emit(last_nl + 1);
+        continue;
+      }
+    }
+    if (j == n || j - i < 2)
+      emit(j);  // \s+(?!\S) at the end, or a single \s
+    else
+      emit(j - 1);  // leave the last space to prefix the next word
+  }
+  return words;
+}
+
+Tokenizer::Tokenizer(VocabData v) : v_(std::move(v)) {
+  const size_t n = v_.tokens.size();
+  if (n == 0) throw Error("tokenizer: empty vocabulary");
+  if (n > static_cast<size_t>(INT32_MAX)) throw Error("tokenizer: vocabulary too large");
+  if (!v_.scores.empty() && v_.scores.size() != n)
+    throw Error("tokenizer: " + std::to_string(v_.scores.size()) + " scores for " +
+                std::to_string(n) + " tokens");
+  if (!v_.token_types.empty() && v_.token_types.size() != n)
+    throw Error("tokenizer: " + std::to_string(v_.token_types.size()) + " token types for " +
+                std::to_string(n) + " tokens");
+  const std::pair<const char*, int32_t> special_ids[] = {
+      {"bos", v_.bos}, {"eos", v_.eos}, {"unk", v_.unk}, {"pad", v_.pad}};
+  for (auto [name, id] : special_ids)
+    if (id < -1 || id >= static_cast<int32_t>(n))
+      throw Error(std::string("tokenizer: ") + name + " token id " + std::to_string(id) +
+                  " is out of range (vocabulary has " + std::to_string(n) + " tokens)");
+  if (v_.scores.empty()) v_.scores.assign(n, 0.f);
+  if (v_.token_types.empty()) {  // infer what the file did not say
+    v_.token_types.assign(n, kTokNormal);
+    for (size_t id = 0; id < n; ++id) {
+      const std::string& t = v_.tokens[id];
+      if (v_.kind == TokenizerKind::Spm && parse_byte_token(t) >= 0) v_.token_types[id] = kTokByte;
+      if (t.size() > 4 && t.starts_with("<|") && t.ends_with("|>")) v_.token_types[id] = kTokControl;
+    }
+    for (int32_t id : {v_.bos, v_.eos, v_.pad})
+      if (id >= 0) v_.token_types[id] = kTokControl;
+    if (v_.unk >= 0) v_.token_types[v_.unk] = kTokUnknown;
+  }
+  for (int32_t& t : v_.token_types)
+    if (t < kTokNormal || t > kTokByte) t = kTokNormal;
+
+  token_id_.reserve(n);
+  for (size_t id = 0; id < n; ++id) token_id_.emplace(v_.tokens[id], static_cast<int32_t>(id));
+
+  if (v_.kind == TokenizerKind::Bpe) {
+    merge_rank_.reserve(v_.merges.size());
+    for (size_t r = 0; r < v_.merges.size(); ++r) {
+      const std::string& m = v_.merges[r];
+      const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
+      if (sp == std::string::npos || sp + 1 >= m.size())
+        throw Error("tokenizer: malformed BPE merge #" + std::to_string(r) + " '" + m + "'");
+      merge_rank_.emplace(m, static_cast<int32_t>(r));
+    }
+  }
+  pre_ = bpe_pre_from_name(v_.pre);
+
+  for (int b = 0; b < 256; ++b) {
+    const std::string name = v_.kind == TokenizerKind::Spm ? byte_token_name(b)
+                                                           : bpe_byte_to_unicode(static_cast<uint8_t>(b));
+    byte_token_[b] = find_token(name);
+  }
+
+  static const char* const kEogNames[] = {"<|im_end|>", "<|endoftext|>", "<|eot_id|>",
+                                          "<|eom_id|>", "<|end|>", "<end_of_turn>",
+                                          "<|end_of_text|>", "</s>"};
+  eog_.assign(n, false);
+  if (v_.eos >= 0) eog_[v_.eos] = true;
+  for (size_t id = 0; id < n; ++id) {
+    if (!is_special_type(v_.token_types[id]) || v_.tokens[id].empty()) continue;
+    const std::string& t = v_.tokens[id];
+    specials_by_first_byte_[static_cast<uint8_t>(t[0])].push_back(static_cast<int32_t>(id));
+    for (const char* name : kEogNames)
+      if (t == name) eog_[id] = true;
+  }
+  for (auto& list : specials_by_first_byte_)
+    std::stable_sort(list.begin(), list.end(), [&](int32_t a, int32_t b) {
+      return v_.tokens[a].size() > v_.tokens[b].size();
+    });
+}
+
+int32_t Tokenizer::find_token(std::string_view text) const {
+  const auto it = token_id_.find(text);
+  return it == token_id_.end() ? -1 : it->second;
+}
+
+bool Tokenizer::is_eog(int32_t id) const {
+  return id >= 0 && id < n_vocab() && eog_[id];
+}
+
+std::vector<Tokenizer::Fragment> Tokenizer::split_specials(std::string_view text) const {
+  std::vector<Fragment> frags;
+  size_t text_start = 0, pos = 0;
+  while (pos < text.size()) {
+    int32_t hit = -1;
+    for (int32_t id : specials_by_first_byte_[static_cast<uint8_t>(text[pos])]) {
+      if (text.substr(pos).starts_with(v_.tokens[id])) {
+        hit = id;
+        break;
+      }
+    }
+    if (hit < 0) {
+      ++pos;
+      continue;
+    }
+    if (pos > text_start) frags.push_back({text.substr(text_start, pos - text_start), -1});
+    frags.push_back({{}, hit});
+    pos += v_.tokens[hit].size();
+    text_start = pos;
+  }
+  if (text_start < text.size()) frags.push_back({text.substr(text_start), -1});
+  return frags;
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+  std::vector<int32_t> out;
+  if (add_special && v_.add_bos && v_.bos >= 0) out.push_back(v_.bos);
+  bool prev_special = true;  // SPM: a space prefix starts each text run after a special token
+  for (const Fragment& f : split_specials(text)) {
+    if (f.special >= 0) {
+      out.push_back(f.special);
+      prev_special = true;
+      continue;
+    }
+    if (v_.kind == TokenizerKind::Bpe) {
+      encode_bpe(f.text, out);
+    } else {
+      std::string s = v_.add_space_prefix && prev_special ? " " : "";
+      s.append(f.text);
+      encode_spm(replace_all(s, " ", kSpmSpace), out);
+    }
+    prev_special = false;
+  }
+  return out;
+}
+
+void Tokenizer::push_bytes_fallback(std::string_view bytes, std::vector<int32_t>& out) const {
+  for (char c : bytes) {
+    const int32_t id = byte_token_[static_cast<uint8_t>(c)];
+    if (id >= 0)
+      out.push_back(id);
+    else if (v_.unk >= 0)
+      out.push_back(v_.unk);
+  }
+}
+
+void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
+  const auto& tables = byte_tables();
+  std::string mapped, key;
+  std::vector<Symbol> sym;
+  for (std::string_view word : bpe_pretokenize(text, pre_)) {
+    mapped.clear();
+    sym.clear();
+    for (char c : word) {  // one symbol per byte, in its printable form
+      const std::string& u = tables.to_unicode[static_cast<uint8_t>(c)];
+      const int k = static_cast<int>(sym.size());
+      sym.push_back({k - 1, k + 1, static_cast<uint32_t>(mapped.size()), static_cast<uint32_t>(u.size())});
+      mapped += u;
+    }
+    sym.back().next = -1;
+    merge_symbols(sym, [&](const Symbol& l, const Symbol& r, double& priority) {
+      key.assign(mapped, l.start, l.len);
+      key += ' ';
+      key.append(mapped, r.start, r.len);
+      const auto it = merge_rank_.find(key);
+      if (it == merge_rank_.end()) return false;
+      priority = -static_cast<double>(it->second);
+      return true;
+    });
+    for (int k = 0; k >= 0; k = sym[k].next) {
+      const std::string_view piece = std::string_view(mapped).substr(sym[k].start, sym[k].len);
+      const int32_t id = find_token(piece);
+      if (id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+      // Not in the vocabulary: fall back to one token per byte.
+      for (size_t pos = 0; pos < piece.size();) {
+        uint32_t cp;
+        const size_t len = utf8_next(piece, pos, cp);
+        pos += len;
+        const int16_t b = cp < 512 ? tables.to_byte[cp] : -1;
+        if (b >= 0 && byte_token_[b] >= 0)
+          out.push_back(byte_token_[b]);
+        else if (v_.unk >= 0)
+          out.push_back(v_.unk);
+      }
+    }
+  }
+}
+
+void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) const {
+  std::vector<Symbol> sym;
+  for (size_t pos = 0; pos < text.size();) {
+    uint32_t cp;
+    const size_t len = utf8_next(text, pos, cp);
+    const int k = static_cast<int>(sym.size());
+    sym.push_back({k - 1, k + 1, static_cast<uint32_t>(pos), static_cast<uint32_t>(len)});
+    pos += len;
+  }
+  if (sym.empty()) return;
+  sym.back().next = -1;
+  merge_symbols(sym, [&](const Symbol& l, const Symbol& r, double& priority) {
+    const int32_t id = find_token(text.substr(l.start, l.len + r.len));
+    if (id < 0 || v_.token_types[id] != kTokNormal) return false;
+    priority = v_.scores[id];
+    return true;
+  });
+  for (int k = 0; k >= 0; k = sym[k].next) {
+    const std::string_view piece = text.substr(sym[k].start, sym[k].len);
+    const int32_t id = find_token(piece);
+    if (id >= 0 && (v_.token_types[id] == kTokNormal || v_.token_types[id] == kTokUserDefined))
+      out.push_back(id);
+    else
+      push_bytes_fallback(piece, out);
+  }
+}
+
+std::string Tokenizer::piece(int32_t id) const {
+  if (id < 0 || id >= n_vocab())
+    throw Error("token id " + std::to_string(id) + " is out of range (vocabulary has " +
+                std::to_string(n_vocab()) + " tokens)");
+  const std::string& t = v_.tokens[id];
+  switch (v_.token_types[id]) {
+    case kTokControl:
+      return {};
+    case kTokUserDefined:
+      return t;
+    case kTokByte: {
+      const int b = parse_byte_token(t);
+      if (b >= 0) return std::string(1, static_cast<char>(b));
+      break;
+    }
+    default:
+      break;
+  }
+  if (v_.kind == TokenizerKind::Spm) return replace_all(t, kSpmSpace, " ");
+  const auto& tables = byte_tables();
+  std::string out;
+  for (size_t pos = 0; pos < t.size();) {
+    uint32_t cp;
+    const size_t len = utf8_next(t, pos, cp);
+    const int16_t b = cp < 512 ? tables.to_byte[cp] : -1;
+    if (b >= 0)
+      out += static_cast<char>(b);
+    else
+      out.append(t, pos, len);
+    pos += len;
+  }
+  return out;
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  const bool spm_prefix = v_.kind == TokenizerKind::Spm && v_.add_space_prefix;
+  bool strip_space = spm_prefix;  // mirrors the prefix encode() adds after specials
+  for (int32_t id : ids) {
+    std::string p = piece(id);
+    if (is_special_type(v_.token_types[id])) {
+      out += p;
+      strip_space = spm_prefix;
+      continue;
+    }
+    if (strip_space && !p.empty() && p[0] == ' ') p.erase(0, 1);
+    strip_space = false;
+    out += p;
+  }
+  return out;
+}
+
+VocabData Tokenizer::read_vocab(const GgufFile& f) {
+  auto fail = [&](const std::string& msg) { throw Error(f.path() + ": " + msg); };
+  if (!f.has("tokenizer.ggml.model")) fail("no tokenizer (tokenizer.ggml.model is missing)");
+  VocabData v;
+  const std::string model = f.get_str("tokenizer.ggml.model");
+  if (model == "gpt2")
+    v.kind = TokenizerKind::Bpe;
+  else if (model == "llama")
+    v.kind = TokenizerKind::Spm;
+  else
+    fail("unsupported tokenizer model '" + model +
+         "' (supported: 'gpt2' byte-level BPE, 'llama' SentencePiece)");
+  if (!f.has("tokenizer.ggml.tokens")) fail("no vocabulary (tokenizer.ggml.tokens is missing)");
+  v.tokens = f.get_arr_str("tokenizer.ggml.tokens");
+  const size_t n = v.tokens.size();
+  if (n == 0) fail("tokenizer.ggml.tokens is empty");
+  auto check_size = [&](const char* key, size_t got) {
+    if (got != n)
+      fail(std::string(key) + " has " + std::to_string(got) + " entries but tokenizer.ggml.tokens has " +
+           std::to_string(n));
+  };
+  if (f.has("tokenizer.ggml.scores")) {
+    const auto& s = f.get_arr_float("tokenizer.ggml.scores");
+    check_size("tokenizer.ggml.scores", s.size());
+    v.scores.assign(s.begin(), s.end());
+  }
+  if (f.has("tokenizer.ggml.token_type")) {
+    const auto& t = f.get_arr_int("tokenizer.ggml.token_type");
+    check_size("tokenizer.ggml.token_type", t.size());
+    v.token_types.reserve(n);
+    for (int64_t x : t) v.token_types.push_back(x >= kTokNormal && x <= kTokByte ? static_cast<int32_t>(x) : kTokNormal);
+  }
+  if (v.kind == TokenizerKind::Bpe) {
+    if (!f.has("tokenizer.ggml.merges")) fail("BPE tokenizer without tokenizer.ggml.merges");
+    v.merges = f.get_arr_str("tokenizer.ggml.merges");
+  }
+  auto read_id = [&](const std::string& key, bool strict) -> int32_t {
+    const int64_t id = f.get_int_or(key, -1);
+    if (id >= -1 && id < static_cast<int64_t>(n)) return static_cast<int32_t>(id);
+    if (!strict) return -1;  // an unusable padding id is harmless: ignore it
+    fail(key + " = " + std::to_string(id) + " is out of range (vocabulary has " + std::to_string(n) +
+         " tokens)");
+    return -1;
+  };
+  v.bos = read_id("tokenizer.ggml.bos_token_id", true);
+  v.eos = read_id("tokenizer.ggml.eos_token_id", true);
+  v.unk = read_id("tokenizer.ggml.unknown_token_id", true);
+  v.pad = read_id("tokenizer.ggml.padding_token_id", false);
+  v.add_bos = f.get_bool_or("tokenizer.ggml.add_bos_token", v.kind == TokenizerKind::Spm);
+  v.pre = f.get_str_or("tokenizer.ggml.pre", "default");
+  v.add_space_prefix = f.get_bool_or("tokenizer.ggml.add_space_prefix", true);
+  return v;
+}
+
+std::unique_ptr<Tokenizer> Tokenizer::from_gguf(const GgufFile& f) {
+  VocabData v = read_vocab(f);
+  try {
+    return std::make_unique<Tokenizer>(std::move(v));
+  } catch (const Error& e) {
+    throw Error(f.path() + ": " + e.what());
+  }
+}
+
+}  // namespace vkmoe

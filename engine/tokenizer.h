@@ -1,0 +1,93 @@
+#pragma once
+// Tokenizers stored in GGUF metadata: GPT-2 style byte-level BPE
+// (tokenizer.ggml.model == "gpt2") and SentencePiece (== "llama").
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/common.h"
+
+namespace vkmoe {
+
+class GgufFile;
+
+enum class TokenizerKind { Bpe /* "gpt2" */, Spm /* "llama" */ };
+
+// llama.cpp's tokenizer.ggml.token_type values.
+enum TokenType : int32_t {
+  kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5, kTokByte = 6,
+};
+
+struct VocabData {
+  TokenizerKind kind = TokenizerKind::Bpe;
+  std::vector<std::string> tokens;   // tokenizer.ggml.tokens
+  std::vector<float> scores;         // tokenizer.ggml.scores (SPM; may be empty)
+  std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (may be empty: inferred)
+  std::vector<std::string> merges;   // tokenizer.ggml.merges ("a b"), BPE only
+  int32_t bos = -1, eos = -1, unk = -1, pad = -1;
+  bool add_bos = false;              // tokenizer.ggml.add_bos_token (default: Spm true, Bpe false)
+  std::string pre;                   // tokenizer.ggml.pre ("qwen2", "llama-bpe", "default", ...)
+  bool add_space_prefix = true;      // tokenizer.ggml.add_space_prefix (SPM only; default true)
+  bool operator==(const VocabData&) const = default;
+};
+
+// Pre-tokenizer flavours of byte-level BPE (chosen from tokenizer.ggml.pre).
+enum class BpePre { Gpt2, Llama3 /* digits in runs of <= 3 */, Qwen2 /* single digits */ };
+BpePre bpe_pre_from_name(const std::string& pre);  // unknown names fall back to Gpt2
+// Splits text into pre-tokens (byte ranges of `text`); their concatenation is `text`.
+std::vector<std::string_view> bpe_pretokenize(std::string_view text, BpePre pre);
+// GPT-2 byte -> printable code point mapping, as UTF-8 (e.g. ' ' -> "Ġ").
+const std::string& bpe_byte_to_unicode(uint8_t b);
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(VocabData v);  // throws Error on an inconsistent vocabulary
+  // Reads tokenizer.ggml.*; throws Error for a missing/unsupported vocabulary.
+  static VocabData read_vocab(const GgufFile& f);
+  static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& f);
+
+  // Control and user-defined token texts in `text` (e.g. "<|im_start|>") become
+  // their single ids. add_special: prepend BOS when the vocabulary asks for it.
+  std::vector<int32_t> encode(std::string_view text, bool add_special) const;
+  // Control tokens print nothing; SPM drops the space prefix encode() added.
+  std::string decode(const std::vector<int32_t>& ids) const;
+  // Text of one token for streaming (byte tokens may be partial UTF-8).
+  std::string piece(int32_t id) const;
+
+  int32_t bos() const { return v_.bos; }
+  int32_t eos() const { return v_.eos; }
+  bool is_eog(int32_t id) const;  // eos and end-of-turn control tokens
+  int n_vocab() const { return static_cast<int>(v_.tokens.size()); }
+  TokenizerKind kind() const { return v_.kind; }
+  const VocabData& vocab() const { return v_; }
+  int32_t token_type(int32_t id) const { return v_.token_types[id]; }
+  int32_t find_token(std::string_view text) const;  // -1 if absent
+
+ private:
+  struct Fragment {
+    std::string_view text;
+    int32_t special = -1;  // id when the fragment is a literal special token
+  };
+  std::vector<Fragment> split_specials(std::string_view text) const;
+  void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
+  void encode_spm(std::string_view text, std::vector<int32_t>& out) const;
+  void push_bytes_fallback(std::string_view bytes, std::vector<int32_t>& out) const;
+
+  VocabData v_;
+  BpePre pre_ = BpePre::Gpt2;
+  struct StrHash {  // lets string_view keys look up without allocating
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using StrMap = std::unordered_map<std::string, int32_t, StrHash, std::equal_to<>>;
+  StrMap token_id_;
+  StrMap merge_rank_;  // "left right" -> rank
+  std::vector<int32_t> specials_by_first_byte_[256];     // longest first
+  std::vector<bool> eog_;
+  int32_t byte_token_[256];  // id of each byte's token, -1 if absent
+};
+
+}  // namespace vkmoe

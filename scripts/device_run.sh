@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs on the lent GPU machine (device tool): binaries built here travel in
+# devbin/ (see scripts/pack_devbin.sh), the Vulkan loader in .gl/.
+# usage: scripts/device_run.sh STEP...   (steps: info tests shaders cpu synth bench)
+set -uo pipefail
+for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
+if ! ls /usr/share/vulkan/icd.d/*nvidia* >/dev/null 2>&1 && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+export LD_LIBRARY_PATH=$PWD/devbin/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+B=devbin
+MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
+for step in "$@"; do
+  echo "=== $step ($(date +%T))"
+  case $step in
+    info) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv; nproc; free -g | head -2
+          $B/vkmoe info ;;
+    tests) $B/vkmoe_tests --gtest_brief=1 --gtest_filter='Vk*:Shader*:GpuForward*:GpuOffload*' 2>&1 | tail -30 ;;
+    shaders) $B/vkmoe bench-shaders 2>&1 | tee "$OUT/bench_shaders.txt" ;;
+    cpu) $B/bench_cpu_kernels --benchmark_min_time=0.2 2>&1 | tee "$OUT/bench_cpu.txt" | tail -40 ;;
+    synth) [ -f $MODEL ] || $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL; ls -la $MODEL ;;
+    bench)
+      for args in "--moe-mode resident" "--vram-budget 12GiB" "--vram-budget 12GiB --predict-prefetch" \
+                  "--moe-mode cpu-moe"; do
+        echo "--- vkmoe bench -m $MODEL -p 64 -n 64 $args"
+        $B/vkmoe bench -m $MODEL -p 64 -n 64 --reps 2 --expert-stats $args 2>&1 | tee -a "$OUT/bench_e2e.txt" | grep -v "^  layer"
+      done ;;
+    *) echo "unknown step $step" ;;
+  esac
+done

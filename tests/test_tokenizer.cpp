@@ -1,0 +1,414 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <set>
+#include <unordered_set>
+
+#include "engine/gguf.h"
+#include "engine/tokenizer.h"
+#include "tools/synth_vocab.h"
+
+namespace vkmoe {
+namespace {
+
+uint64_t fresh_seed() {
+  return (uint64_t{std::random_device{}()} << 32) ^
+         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+std::string seed_note(uint64_t seed) { return "seed " + std::to_string(seed); }
+
+// Random text mixing ASCII words, punctuation, digit runs, whitespace runs,
+// multi-byte UTF-8 (Latin, Cyrillic, CJK) and emoji.
+std::string random_text(std::mt19937_64& rng) {
+  static const std::vector<std::string> kPieces = {
+      "the", "The", "river", " town", "bread", "a", "I", "it's", "they'd", "WE'RE", "x",
+      ".", ",", "!", "?", "...", "--", "(", ")", "\"", "'", "<", ">", "|", "<|", "#", "$", "{}",
+      " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", " \n ",
+      "0", "7", "42", "1921", "3.14", "123456",
+      "caf\xC3\xA9", "na\xC3\xAFve", "stra\xC3\x9F" "e", "\xD0\xBF\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82",
+      "\xE4\xBD\xA0\xE5\xA5\xBD", "\xE2\x82\xAC", "\xE2\x80\x94", "\xC2\xA0",
+      "\xF0\x9F\x98\x80", "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD", "\xF0\x9F\x87\xAF\xF0\x9F\x87\xB5"};
+  std::uniform_int_distribution<size_t> pick(0, kPieces.size() - 1);
+  std::uniform_int_distribution<int> count(0, 40), byte(1, 126), coin(0, 9);
+  std::string s;
+  const int n = count(rng);
+  for (int k = 0; k < n; ++k) {
+    if (coin(rng) == 0)
+      s += static_cast<char>(byte(rng));  // any ASCII byte, control characters included
+    else
+      s += kPieces[pick(rng)];
+  }
+  return s;
+}
+
+bool contains_special_text(const Tokenizer& tok, const std::string& s) {
+  for (int id = 0; id < tok.n_vocab(); ++id) {
+    const int32_t t = tok.token_type(id);
+    if ((t == kTokControl || t == kTokUserDefined) && s.find(tok.vocab().tokens[id]) != std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 32 && c < 127) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+void check_round_trips(const Tokenizer& tok, int n_strings) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (int k = 0; k < n_strings; ++k) {
+    const std::string s = random_text(rng);
+    if (contains_special_text(tok, s)) continue;  // those decode without the control tokens
+    const std::vector<int32_t> ids = tok.encode(s, false);
+    for (int32_t id : ids) ASSERT_TRUE(id >= 0 && id < tok.n_vocab());
+    ASSERT_EQ(tok.decode(ids), s) << "text: " << printable(s);
+    std::string streamed;  // piece() concatenation gives the same bytes, up to the SPM prefix
+    for (int32_t id : ids) streamed += tok.piece(id);
+    if (tok.kind() == TokenizerKind::Spm && !s.empty()) streamed.erase(0, 1);
+    ASSERT_EQ(streamed, s) << "text: " << printable(s);
+  }
+}
+
+const Tokenizer& synth_tokenizer(TokenizerKind kind) {
+  static const Tokenizer bpe(make_synth_vocab(TokenizerKind::Bpe, 2048));
+  static const Tokenizer spm(make_synth_vocab(TokenizerKind::Spm, 2048));
+  return kind == TokenizerKind::Bpe ? bpe : spm;
+}
+
+std::vector<std::string> as_strings(const std::vector<std::string_view>& v) {
+  return {v.begin(), v.end()};
+}
+
+TEST(TokenizerPre, Gpt2SplitsLikeTheRegex) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(as_strings(bpe_pretokenize("Hello world's  test 123abc\n\n  x", BpePre::Gpt2)),
+            (V{"Hello", " world", "'s", " ", " test", " 123", "abc", "\n\n ", " x"}));
+  EXPECT_EQ(as_strings(bpe_pretokenize("A'LL ok!!\n\nyes ", BpePre::Gpt2)),
+            (V{"A", "'", "LL", " ok", "!!", "\n", "\n", "yes", " "}));
+}
+
+TEST(TokenizerPre, Qwen2AndLlama3SplitsLikeTheRegex) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(as_strings(bpe_pretokenize("Hello world's  test 123abc\n\n  x", BpePre::Qwen2)),
+            (V{"Hello", " world", "'s", " ", " test", " ", "1", "2", "3", "abc", "\n\n", " ", " x"}));
+  EXPECT_EQ(as_strings(bpe_pretokenize("A'LL ok!!\n\nyes (x) 12345", BpePre::Llama3)),
+            (V{"A", "'LL", " ok", "!!\n\n", "yes", " (", "x", ")", " ", "123", "45"}));
+  // Non-ASCII letters join words, emoji are punctuation-like.
+  EXPECT_EQ(as_strings(bpe_pretokenize("caf\xC3\xA9 \xF0\x9F\x98\x80!", BpePre::Qwen2)),
+            (V{"caf\xC3\xA9", " \xF0\x9F\x98\x80!"}));
+}
+
+TEST(TokenizerPre, PiecesCoverTheInput) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (BpePre pre : {BpePre::Gpt2, BpePre::Llama3, BpePre::Qwen2}) {
+    for (int k = 0; k < 200; ++k) {
+      std::string s = random_text(rng);
+      if (k % 10 == 0) s += "\xC3";  // truncated UTF-8 must stay covered too
+      std::string joined;
+      for (std::string_view w : bpe_pretokenize(s, pre)) {
+        ASSERT_FALSE(w.empty());
+        joined += w;
+      }
+      ASSERT_EQ(joined, s) << printable(s);
+    }
+  }
+}
+
+TEST(TokenizerBpe, RoundTripsRandomText) { check_round_trips(synth_tokenizer(TokenizerKind::Bpe), 300); }
+
+TEST(TokenizerSpm, RoundTripsRandomText) { check_round_trips(synth_tokenizer(TokenizerKind::Spm), 300); }
+
+TEST(TokenizerBpe, MergesCompressEnglish) {
+  const Tokenizer& tok = synth_tokenizer(TokenizerKind::Bpe);
+  const std::string text = "The baker and the teacher walked to the river in the morning.";
+  const auto ids = tok.encode(text, true);
+  EXPECT_LT(ids.size(), text.size() / 2) << "merges learned from English should apply";
+  EXPECT_EQ(tok.decode(ids), text);
+}
+
+TEST(TokenizerBpe, SpecialTokensAreSingleIds) {
+  const Tokenizer& tok = synth_tokenizer(TokenizerKind::Bpe);
+  const int32_t start = tok.find_token("<|im_start|>"), end = tok.find_token("<|im_end|>");
+  ASSERT_GE(start, 0);
+  ASSERT_GE(end, 0);
+  const auto ids = tok.encode("<|im_start|>user\nhi there<|im_end|>\n", false);
+  std::vector<int32_t> expected = {start};
+  for (int32_t id : tok.encode("user\nhi there", false)) expected.push_back(id);
+  expected.push_back(end);
+  for (int32_t id : tok.encode("\n", false)) expected.push_back(id);
+  EXPECT_EQ(ids, expected);
+  EXPECT_EQ(tok.decode(ids), "user\nhi there\n");  // control tokens print nothing
+  EXPECT_TRUE(tok.is_eog(end));
+  EXPECT_TRUE(tok.is_eog(tok.eos()));
+  EXPECT_TRUE(tok.is_eog(tok.find_token("<|endoftext|>")));
+  EXPECT_FALSE(tok.is_eog(start));
+  EXPECT_FALSE(tok.is_eog(tok.encode("the", false)[0]));
+  EXPECT_EQ(tok.encode("hi", true), tok.encode("hi", false));  // Qwen-style: no BOS
+}
+
+TEST(TokenizerSpm, SpecialTokensAndBos) {
+  const Tokenizer& tok = synth_tokenizer(TokenizerKind::Spm);
+  const auto ids = tok.encode("hello</s>world", true);
+  ASSERT_GE(ids.size(), 4u);
+  EXPECT_EQ(ids.front(), tok.bos());
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tok.eos()), 1);
+  EXPECT_EQ(tok.decode(ids), "helloworld");
+  EXPECT_TRUE(tok.is_eog(tok.eos()));
+  EXPECT_EQ(tok.encode("", true), std::vector<int32_t>{tok.bos()});
+  EXPECT_TRUE(tok.encode("", false).empty());
+  EXPECT_THROW(tok.decode({tok.n_vocab()}), Error);
+  EXPECT_THROW(tok.piece(-1), Error);
+}
+
+VocabData tiny_bpe(std::vector<std::string> merges) {
+  VocabData v;
+  v.kind = TokenizerKind::Bpe;
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(bpe_byte_to_unicode(static_cast<uint8_t>(b)));
+  for (const char* t : {"ab", "bc", "abc", "aa", "\xC4\xA0" "a"}) v.tokens.push_back(t);
+  v.merges = std::move(merges);
+  return v;
+}
+
+TEST(TokenizerBpe, LowestRankMergesFirst) {
+  auto id = [](const Tokenizer& t, const char* s) { return t.find_token(s); };
+  {  // "b c" outranks "a b": a + bc, and no "a bc" merge exists
+    const Tokenizer t(tiny_bpe({"b c", "a b", "ab c"}));
+    EXPECT_EQ(t.encode("abc", false), (std::vector<int32_t>{'a', id(t, "bc")}));
+  }
+  {  // "a b" first, then "ab c"
+    const Tokenizer t(tiny_bpe({"a b", "b c", "ab c"}));
+    EXPECT_EQ(t.encode("abc", false), (std::vector<int32_t>{id(t, "abc")}));
+  }
+  {  // equal pairs merge left to right; " aa" is one word whose space is "Ġ"
+    const Tokenizer t(tiny_bpe({"a a", "Ġ a"}));
+    EXPECT_EQ(t.encode("aaa aa", false), (std::vector<int32_t>{id(t, "aa"), 'a', ' ', id(t, "aa")}));
+    EXPECT_EQ(t.decode(t.encode("aaa aa", false)), "aaa aa");
+  }
+  {
+    const Tokenizer t(tiny_bpe({"Ġ a", "a a"}));
+    EXPECT_EQ(t.encode("aaa aa", false), (std::vector<int32_t>{id(t, "aa"), 'a', id(t, "Ġa"), 'a'}));
+  }
+  {  // no merges: one token per byte, in GPT-2's byte mapping
+    const Tokenizer t(tiny_bpe({}));
+    EXPECT_EQ(t.encode("a \n", false), (std::vector<int32_t>{'a', ' ', '\n'}));
+  }
+}
+
+VocabData tiny_spm(float score_ab, float score_bc) {
+  VocabData v;
+  v.kind = TokenizerKind::Spm;
+  v.tokens = {"<unk>", "<s>", "</s>"};
+  v.token_types = {kTokUnknown, kTokControl, kTokControl};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    v.tokens.push_back(name);
+    v.token_types.push_back(kTokByte);
+  }
+  for (const char* t : {"\xE2\x96\x81", "a", "b", "c", "ab", "bc", "\xE2\x96\x81" "c"}) {
+    v.tokens.push_back(t);
+    v.token_types.push_back(kTokNormal);
+  }
+  v.scores.assign(v.tokens.size(), -100.f);
+  v.scores[263] = score_ab;
+  v.scores[264] = score_bc;
+  v.scores[265] = -1.f;
+  v.unk = 0;
+  v.bos = 1;
+  v.eos = 2;
+  v.add_bos = true;
+  return v;
+}
+
+TEST(TokenizerSpm, HighestScoreMergesFirstAndBytesFallBack) {
+  constexpr int32_t kSpace = 259, kA = 260, kB = 261, kC = 262, kAB = 263, kBC = 264, kSpaceC = 265;
+  {
+    const Tokenizer t(tiny_spm(-2.f, -0.5f));  // "bc" scores higher than "ab"
+    EXPECT_EQ(t.encode("abc", true), (std::vector<int32_t>{1, kSpace, kA, kBC}));
+  }
+  {
+    const Tokenizer t(tiny_spm(-0.5f, -2.f));
+    EXPECT_EQ(t.encode("abc", false), (std::vector<int32_t>{kSpace, kAB, kC}));
+    // Spaces become U+2581 and merge like any character; "é" is not in the
+    // vocabulary and falls back to its UTF-8 bytes.
+    const auto ids = t.encode("ab c\xC3\xA9", false);
+    EXPECT_EQ(ids, (std::vector<int32_t>{kSpace, kAB, kSpaceC, 3 + 0xC3, 3 + 0xA9}));
+    EXPECT_EQ(t.decode(ids), "ab c\xC3\xA9");
+    EXPECT_EQ(t.piece(kSpaceC), " c");
+    EXPECT_EQ(t.piece(3 + 0xC3), "\xC3");
+    EXPECT_EQ(t.piece(1), "");
+    EXPECT_EQ(kB, t.find_token("b"));
+  }
+}
+
+TEST(TokenizerSpm, SynthVocabUsesByteFallbackForUnseenCharacters) {
+  const Tokenizer& tok = synth_tokenizer(TokenizerKind::Spm);
+  const int32_t space = tok.find_token("\xE2\x96\x81");
+  ASSERT_GE(space, 0);
+  for (const char* ch : {"\xE2\x82\xAC", "\xE4\xBD\xA0", "\xF0\x9F\x98\x80", "\x01"}) {
+    const std::string s(ch);
+    ASSERT_LT(tok.find_token(s), 0) << "test character unexpectedly in the vocabulary";
+    std::vector<int32_t> expected = {space};
+    for (unsigned char b : s) {
+      char name[8];
+      std::snprintf(name, sizeof name, "<0x%02X>", b);
+      expected.push_back(tok.find_token(name));
+      EXPECT_EQ(tok.token_type(expected.back()), kTokByte);
+    }
+    EXPECT_EQ(tok.encode(s, false), expected);
+    EXPECT_EQ(tok.decode(expected), s);
+  }
+}
+
+TEST(TokenizerSynth, VocabulariesAreExactAndConsistent) {
+  for (TokenizerKind kind : {TokenizerKind::Bpe, TokenizerKind::Spm}) {
+    for (int n : {512, 777, 4096, 40000}) {
+      SCOPED_TRACE(std::to_string(n) + (kind == TokenizerKind::Bpe ? " bpe" : " spm"));
+      const VocabData v = make_synth_vocab(kind, n);
+      ASSERT_EQ(v.tokens.size(), static_cast<size_t>(n));
+      ASSERT_EQ(v.token_types.size(), static_cast<size_t>(n));
+      const std::unordered_set<std::string> unique(v.tokens.begin(), v.tokens.end());
+      EXPECT_EQ(unique.size(), v.tokens.size()) << "duplicate tokens";
+      EXPECT_TRUE(v.bos >= 0 && v.eos >= 0 && v.bos != v.eos);
+      if (kind == TokenizerKind::Bpe) {
+        EXPECT_TRUE(v.scores.empty());
+        EXPECT_EQ(v.tokens[n - 3], "<|endoftext|>");
+        EXPECT_EQ(v.tokens[n - 2], "<|im_start|>");
+        EXPECT_EQ(v.tokens[n - 1], "<|im_end|>");
+        EXPECT_EQ(v.eos, n - 1);
+        EXPECT_GE(v.merges.size(), static_cast<size_t>(n - 259));
+        for (const std::string& m : v.merges) {  // both halves and the result are tokens
+          const size_t sp = m.find(' ', 1);
+          ASSERT_NE(sp, std::string::npos);
+          ASSERT_TRUE(unique.count(m.substr(0, sp)) && unique.count(m.substr(sp + 1)) &&
+                      unique.count(m.substr(0, sp) + m.substr(sp + 1)))
+              << m;
+        }
+      } else {
+        ASSERT_EQ(v.scores.size(), static_cast<size_t>(n));
+        EXPECT_EQ(v.tokens[0], "<unk>");
+        EXPECT_EQ(v.tokens[1], "<s>");
+        EXPECT_EQ(v.tokens[2], "</s>");
+        EXPECT_EQ(v.tokens[3 + 0x41], "<0x41>");
+      }
+      EXPECT_EQ(v, make_synth_vocab(kind, n)) << "must be deterministic";
+    }
+  }
+  EXPECT_THROW(make_synth_vocab(TokenizerKind::Bpe, 511), Error);
+}
+
+TEST(TokenizerSynth, LargeBpeVocabularyIsQuickToBuildAndUse) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const Tokenizer tok(make_synth_vocab(TokenizerKind::Bpe, 151936));  // Qwen3 size
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 10.0);
+  EXPECT_EQ(tok.n_vocab(), 151936);
+  const std::string s = "Hello world, this is a test of 123 tokens.\n";
+  EXPECT_EQ(tok.decode(tok.encode(s, false)), s);
+}
+
+GgufWriter minimal_vocab_writer(const char* model) {
+  GgufWriter w;
+  w.add_str("tokenizer.ggml.model", model);
+  w.add_arr_str("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  w.add_arr_str("tokenizer.ggml.merges", {"a b"});
+  return w;
+}
+
+void expect_read_error(const GgufWriter& w, const std::vector<std::string>& fragments) {
+  const auto f = GgufFile::from_memory(w.to_bytes(), "vocab.gguf");
+  try {
+    Tokenizer::read_vocab(*f);
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    for (const std::string& frag : fragments) EXPECT_NE(msg.find(frag), std::string::npos) << msg;
+  }
+}
+
+TEST(TokenizerGguf, ReadVocabErrors) {
+  {
+    GgufWriter w;
+    w.add_arr_str("tokenizer.ggml.tokens", {"a"});
+    expect_read_error(w, {"vocab.gguf", "tokenizer.ggml.model"});
+  }
+  expect_read_error(minimal_vocab_writer("xyz"), {"vocab.gguf", "'xyz'", "gpt2", "llama"});
+  {
+    GgufWriter w;
+    w.add_str("tokenizer.ggml.model", "gpt2");
+    expect_read_error(w, {"tokenizer.ggml.tokens"});
+  }
+  {
+    GgufWriter w;
+    w.add_str("tokenizer.ggml.model", "gpt2");
+    w.add_arr_str("tokenizer.ggml.tokens", {"a", "b"});
+    expect_read_error(w, {"tokenizer.ggml.merges"});
+  }
+  {
+    GgufWriter w = minimal_vocab_writer("llama");
+    w.add_arr_f32("tokenizer.ggml.scores", {0.f, 1.f});
+    expect_read_error(w, {"tokenizer.ggml.scores", "2", "3"});
+  }
+  {
+    GgufWriter w = minimal_vocab_writer("gpt2");
+    w.add_arr_i32("tokenizer.ggml.token_type", {1, 1, 1, 1});
+    expect_read_error(w, {"tokenizer.ggml.token_type", "4"});
+  }
+  {
+    GgufWriter w = minimal_vocab_writer("gpt2");
+    w.add_u32("tokenizer.ggml.eos_token_id", 3);
+    expect_read_error(w, {"tokenizer.ggml.eos_token_id", "out of range"});
+  }
+  {
+    GgufWriter w;
+    w.add_str("tokenizer.ggml.model", "gpt2");
+    w.add_arr_str("tokenizer.ggml.tokens", {"a", "b", "ab"});
+    w.add_arr_str("tokenizer.ggml.merges", {"ab"});
+    const auto f = GgufFile::from_memory(w.to_bytes(), "vocab.gguf");
+    EXPECT_THROW(Tokenizer::from_gguf(*f), Error);  // malformed merge
+  }
+  {  // plain-vector constructor validates as well
+    VocabData v;
+    EXPECT_THROW(Tokenizer{v}, Error);
+    v.tokens = {"a"};
+    v.bos = 1;
+    EXPECT_THROW(Tokenizer{v}, Error);
+  }
+}
+
+TEST(TokenizerGguf, SynthVocabRoundTripsThroughGguf) {
+  for (TokenizerKind kind : {TokenizerKind::Bpe, TokenizerKind::Spm}) {
+    GgufWriter w;
+    add_synth_tokenizer(w, kind, 1500);
+    const auto f = GgufFile::from_memory(w.to_bytes());
+    const VocabData read = Tokenizer::read_vocab(*f);
+    EXPECT_EQ(read, make_synth_vocab(kind, 1500));
+    const auto tok = Tokenizer::from_gguf(*f);
+    EXPECT_EQ(tok->kind(), kind);
+    EXPECT_EQ(tok->n_vocab(), 1500);
+    const std::string s = "The river town, 1921: caf\xC3\xA9 \xE2\x82\xAC\n";
+    EXPECT_EQ(tok->decode(tok->encode(s, true)), s);
+    EXPECT_EQ(tok->encode(s, true).front() == tok->bos(), kind == TokenizerKind::Spm);
+  }
+}
+
+}  // namespace
+}  // namespace vkmoe

@@ -1,0 +1,284 @@
+#include "tools/synth_model.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "engine/gguf.h"
+#include "engine/tokenizer.h"
+#include "tools/synth_vocab.h"
+
+namespace vkmoe {
+
+SynthSpec SynthSpec::qwen3_30b_a3b() {
+  SynthSpec s;
+  s.arch = "qwen3moe";
+  s.n_layer = 48;
+  s.n_embd = 2048;
+  s.n_head = 32;
+  s.n_head_kv = 4;
+  s.head_dim = 128;
+  s.n_ff = 6144;
+  s.n_expert = 128;
+  s.n_expert_used = 8;
+  s.n_ff_exp = 768;
+  s.n_vocab = 151936;
+  s.n_ctx = 40960;
+  s.quant = "Q4_K_M";
+  s.fast = true;
+  return s;
+}
+
+void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
+  std::stringstream ss(overrides);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    auto eq = item.find('=');
+    if (eq == std::string::npos) throw Error("synth option '" + item + "' is not key=value");
+    std::string k = item.substr(0, eq), v = item.substr(eq + 1);
+    auto num = [&]() {
+      try {
+        size_t used = 0;
+        long long x = std::stoll(v, &used);
+        if (used != v.size() || x < 0 || x > (1 << 30)) throw 0;
+        return static_cast<int>(x);
+      } catch (...) {
+        throw Error("synth option '" + k + "' needs a non-negative integer, got '" + v + "'");
+      }
+    };
+    if (k == "arch") s.arch = v;
+    else if (k == "quant") s.quant = v;
+    else if (k == "n_layer") s.n_layer = num();
+    else if (k == "n_embd") s.n_embd = num();
+    else if (k == "n_head") s.n_head = num();
+    else if (k == "n_head_kv") s.n_head_kv = num();
+    else if (k == "head_dim") s.head_dim = num();
+    else if (k == "n_ff") s.n_ff = num();
+    else if (k == "n_expert") s.n_expert = num();
+    else if (k == "n_expert_used") s.n_expert_used = num();
+    else if (k == "n_ff_exp") s.n_ff_exp = num();
+    else if (k == "n_ff_shexp") s.n_ff_shexp = num();
+    else if (k == "n_vocab") s.n_vocab = num();
+    else if (k == "n_ctx") s.n_ctx = num();
+    else if (k == "seed") s.seed = num();
+    else if (k == "fast") s.fast = num() != 0;
+    else if (k == "tied_output") s.tied_output = num() != 0;
+    else throw Error("unknown synth option '" + k + "'");
+  }
+}
+
+std::string describe(const SynthSpec& s) {
+  std::ostringstream o;
+  o << s.arch << " " << s.quant << ": " << s.n_layer << " layers, embd " << s.n_embd << ", heads "
+    << s.n_head << "/" << s.n_head_kv << "x" << s.head_dim;
+  if (s.arch == "qwen3" || (s.arch == "llama" && s.n_expert == 0))
+    o << ", ff " << s.n_ff;
+  else
+    o << ", experts " << s.n_expert_used << "/" << s.n_expert << " x ff " << s.n_ff_exp;
+  if (s.arch == "qwen2moe") o << ", shared ff " << s.n_ff_shexp;
+  o << ", vocab " << s.n_vocab;
+  return o.str();
+}
+
+namespace {
+
+bool is_moe(const SynthSpec& s) { return s.arch != "qwen3" && !(s.arch == "llama" && s.n_expert == 0); }
+
+GgmlType base_type(const std::string& q) {
+  if (q == "Q4_K_M" || q == "Q4_K") return GgmlType::Q4_K;
+  if (q == "Q5_K_M" || q == "Q5_K") return GgmlType::Q5_K;
+  if (q == "Q6_K") return GgmlType::Q6_K;
+  if (q == "Q8_0") return GgmlType::Q8_0;
+  if (q == "F16") return GgmlType::F16;
+  if (q == "BF16") return GgmlType::BF16;
+  if (q == "F32") return GgmlType::F32;
+  throw Error("unknown quantization '" + q + "' (use Q4_K_M, Q5_K_M, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32)");
+}
+
+struct TensorDesc {
+  std::string name;
+  std::vector<int64_t> ne;
+  GgmlType type;
+  float stddev;  // of the random weights
+  float mean;    // norms center on 1
+};
+
+std::vector<TensorDesc> tensor_list(const SynthSpec& s) {
+  std::vector<TensorDesc> out;
+  const int64_t E = s.n_embd, Q = int64_t(s.n_head) * s.head_dim, KV = int64_t(s.n_head_kv) * s.head_dim;
+  auto add = [&](const std::string& name, std::vector<int64_t> ne, int layer, float stddev, float mean = 0) {
+    out.push_back({name, ne, synth_tensor_type(s, name, ne[0], layer), stddev, mean});
+  };
+  auto w = [](int64_t in) { return 1.0f / std::sqrt(float(in)); };
+  add("token_embd.weight", {E, s.n_vocab}, -1, 1.0f);
+  for (int il = 0; il < s.n_layer; ++il) {
+    std::string p = "blk." + std::to_string(il) + ".";
+    add(p + "attn_norm.weight", {E}, il, 0.1f, 1.f);
+    add(p + "attn_q.weight", {E, Q}, il, w(E));
+    add(p + "attn_k.weight", {E, KV}, il, w(E));
+    add(p + "attn_v.weight", {E, KV}, il, w(E));
+    add(p + "attn_output.weight", {Q, E}, il, w(Q));
+    if (s.arch == "qwen2moe") {
+      add(p + "attn_q.bias", {Q}, il, 0.1f);
+      add(p + "attn_k.bias", {KV}, il, 0.1f);
+      add(p + "attn_v.bias", {KV}, il, 0.1f);
+    }
+    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
+      add(p + "attn_q_norm.weight", {s.head_dim}, il, 0.1f, 1.f);
+      add(p + "attn_k_norm.weight", {s.head_dim}, il, 0.1f, 1.f);
+    } else if (s.arch == "olmoe") {
+      add(p + "attn_q_norm.weight", {Q}, il, 0.1f, 1.f);
+      add(p + "attn_k_norm.weight", {KV}, il, 0.1f, 1.f);
+    }
+    add(p + "ffn_norm.weight", {E}, il, 0.1f, 1.f);
+    if (is_moe(s)) {
+      const int64_t F = s.n_ff_exp, N = s.n_expert;
+      add(p + "ffn_gate_inp.weight", {E, N}, il, 2 * w(E));
+      add(p + "ffn_gate_exps.weight", {E, F, N}, il, w(E));
+      add(p + "ffn_up_exps.weight", {E, F, N}, il, w(E));
+      add(p + "ffn_down_exps.weight", {F, E, N}, il, w(F));
+      if (s.arch == "qwen2moe") {
+        const int64_t S = s.n_ff_shexp;
+        add(p + "ffn_gate_inp_shexp.weight", {E}, il, w(E));
+        add(p + "ffn_gate_shexp.weight", {E, S}, il, w(E));
+        add(p + "ffn_up_shexp.weight", {E, S}, il, w(E));
+        add(p + "ffn_down_shexp.weight", {S, E}, il, w(S));
+      }
+    } else {
+      add(p + "ffn_gate.weight", {E, s.n_ff}, il, w(E));
+      add(p + "ffn_up.weight", {E, s.n_ff}, il, w(E));
+      add(p + "ffn_down.weight", {s.n_ff, E}, il, w(s.n_ff));
+    }
+  }
+  add("output_norm.weight", {E}, -1, 0.1f, 1.f);
+  if (!s.tied_output) add("output.weight", {E, s.n_vocab}, -1, w(E));
+  return out;
+}
+
+uint64_t name_hash(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Elements per generation unit: one quant block, or 256 floats.
+int64_t unit_elems(GgmlType t) {
+  int bs = type_traits(t).block_size;
+  return bs > 1 ? bs : 256;
+}
+
+void fill_random(const TensorDesc& d, uint64_t seed, uint8_t* dst) {
+  const int64_t n0 = d.ne[0];
+  int64_t rows = 1;
+  for (size_t i = 1; i < d.ne.size(); ++i) rows *= d.ne[i];
+  std::mt19937_64 rng(seed ^ name_hash(d.name));
+  std::normal_distribution<float> nd(d.mean, d.stddev);
+  std::vector<float> row(n0);
+  const size_t rb = row_bytes(d.type, n0);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = nd(rng);
+    quantize_row(d.type, row.data(), dst + r * rb, n0);
+  }
+}
+
+// Big tensors: random choice among a pool of pre-quantized random units.
+void fill_fast(const TensorDesc& d, uint64_t seed, uint8_t* dst, size_t nbytes) {
+  const int64_t ue = unit_elems(d.type);
+  if (d.ne[0] % ue != 0 || d.ne.size() == 1) return fill_random(d, seed, dst);
+  const size_t ub = row_bytes(d.type, ue);
+  const int kPool = 4096;
+  std::mt19937_64 rng(seed ^ name_hash(d.name));
+  std::normal_distribution<float> nd(d.mean, d.stddev);
+  std::vector<float> tmp(ue);
+  std::vector<uint8_t> pool(kPool * ub);
+  for (int i = 0; i < kPool; ++i) {
+    for (auto& v : tmp) v = nd(rng);
+    quantize_row(d.type, tmp.data(), pool.data() + i * ub, ue);
+  }
+  uint64_t x = rng() | 1;
+  for (size_t off = 0; off + ub <= nbytes; off += ub) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    std::memcpy(dst + off, pool.data() + (x % kPool) * ub, ub);
+  }
+}
+
+GgufWriter build_writer(const SynthSpec& s) {
+  base_type(s.quant);
+  const std::string& a = s.arch;
+  if (a != "llama" && a != "qwen3" && a != "qwen3moe" && a != "olmoe" && a != "qwen2moe")
+    throw Error("synth: unknown arch '" + a + "' (llama, qwen3, qwen3moe, olmoe, qwen2moe)");
+  if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 ||
+      s.n_head % s.n_head_kv != 0 || s.head_dim % 2 != 0)
+    throw Error("synth: inconsistent attention shape");
+  if (is_moe(s) && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert))
+    throw Error("synth: need 0 < n_expert_used <= n_expert");
+  GgufWriter w;
+  w.add_str("general.architecture", a);
+  w.add_str("general.name", "vkmoe-synth-" + a);
+  w.add_u32(a + ".block_count", s.n_layer);
+  w.add_u32(a + ".context_length", s.n_ctx);
+  w.add_u32(a + ".embedding_length", s.n_embd);
+  bool ff_is_expert = a == "olmoe" || (a == "llama" && is_moe(s));
+  w.add_u32(a + ".feed_forward_length", ff_is_expert ? s.n_ff_exp : s.n_ff);
+  w.add_u32(a + ".attention.head_count", s.n_head);
+  w.add_u32(a + ".attention.head_count_kv", s.n_head_kv);
+  w.add_u32(a + ".attention.key_length", s.head_dim);
+  w.add_u32(a + ".attention.value_length", s.head_dim);
+  w.add_u32(a + ".rope.dimension_count", s.head_dim);
+  w.add_f32(a + ".rope.freq_base", s.rope_theta);
+  w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  if (is_moe(s)) {
+    w.add_u32(a + ".expert_count", s.n_expert);
+    w.add_u32(a + ".expert_used_count", s.n_expert_used);
+    if (!ff_is_expert) w.add_u32(a + ".expert_feed_forward_length", s.n_ff_exp);
+    if (a == "qwen2moe") w.add_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shexp);
+  }
+  add_synth_tokenizer(w, a == "llama" ? TokenizerKind::Spm : TokenizerKind::Bpe, s.n_vocab);
+  for (const auto& d : tensor_list(s)) {
+    uint64_t seed = s.seed;
+    bool fast = s.fast;
+    w.add_tensor_lazy(d.name, d.ne, d.type, [d, seed, fast](uint8_t* dst, size_t nbytes) {
+      if (fast)
+        fill_fast(d, seed, dst, nbytes);
+      else
+        fill_random(d, seed, dst);
+    });
+  }
+  return w;
+}
+
+}  // namespace
+
+GgmlType synth_tensor_type(const SynthSpec& s, const std::string& name, int64_t n0, int layer) {
+  auto ends = [&](const char* suf) {
+    size_t n = std::strlen(suf);
+    return name.size() >= n && name.compare(name.size() - n, n, suf) == 0;
+  };
+  // Vectors, biases and routers stay F32, as llama.cpp's quantizer leaves them.
+  if (ends("_norm.weight") || ends(".bias") || ends("ffn_gate_inp.weight") || ends("ffn_gate_inp_shexp.weight"))
+    return GgmlType::F32;
+  GgmlType t = base_type(s.quant);
+  const bool mixed = s.quant == "Q4_K_M" || s.quant == "Q5_K_M";
+  if (mixed) {
+    if (name == "output.weight") t = GgmlType::Q6_K;
+    // llama.cpp's use_more_bits(): first and last eighth, and every third layer.
+    const int n = s.n_layer;
+    bool more = layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
+    if (more && (ends("attn_v.weight") || ends("ffn_down.weight") || ends("ffn_down_exps.weight") ||
+                 ends("ffn_down_shexp.weight")))
+      t = GgmlType::Q6_K;
+  }
+  // Rows that do not fit the block size fall back like llama.cpp does.
+  const int bs = type_traits(t).block_size;
+  if (n0 % bs != 0) t = n0 % QK8_0 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
+  return t;
+}
+
+std::vector<uint8_t> synth_model_bytes(const SynthSpec& s) { return build_writer(s).to_bytes(); }
+
+void write_synth_model(const SynthSpec& s, const std::string& path) { build_writer(s).write(path); }
+
+}  // namespace vkmoe

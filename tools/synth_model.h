@@ -1,0 +1,45 @@
+#pragma once
+// Synthetic GGUF models: valid files of any supported architecture and size
+// with random weights, for tests, benchmarks and the built-in default model.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cpu/quant.h"
+
+namespace vkmoe {
+
+struct SynthSpec {
+  std::string arch = "qwen3moe";  // llama (dense, or Mixtral with n_expert > 0), qwen3, qwen3moe, olmoe, qwen2moe
+  int n_layer = 2;
+  int n_embd = 256;
+  int n_head = 4;
+  int n_head_kv = 2;
+  int head_dim = 64;
+  int n_ff = 512;        // dense FFN width
+  int n_expert = 8;      // ignored for qwen3; 0 makes llama dense
+  int n_expert_used = 2;
+  int n_ff_exp = 256;
+  int n_ff_shexp = 512;  // qwen2moe shared expert
+  int n_vocab = 1024;
+  int n_ctx = 4096;
+  float rope_theta = 1e6f;
+  std::string quant = "Q4_K_M";  // Q4_K_M, Q5_K_M, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32
+  bool tied_output = false;
+  bool fast = false;     // big models: tensors tiled from a pool of pre-quantized random blocks
+  uint64_t seed = 1;
+  static SynthSpec qwen3_30b_a3b();  // Qwen3-30B-A3B shapes
+};
+
+// Parses "key=value,key=value" overrides (keys as the field names above).
+void apply_synth_overrides(SynthSpec& s, const std::string& overrides);
+std::string describe(const SynthSpec& s);
+
+// Builds the whole file in memory (small models) / streams it to disk.
+std::vector<uint8_t> synth_model_bytes(const SynthSpec& s);
+void write_synth_model(const SynthSpec& s, const std::string& path);
+
+// The ggml type the preset gives tensor `name` (a row length of n0).
+GgmlType synth_tensor_type(const SynthSpec& s, const std::string& name, int64_t n0, int layer);
+
+}  // namespace vkmoe
