@@ -20,3 +20,18 @@ endfunction()
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/shaders)
 
 # Shader list (one line per compiled variant):
+vkmoe_shader(rms_norm rms_norm.comp)
+vkmoe_shader(rope rope.comp)
+vkmoe_shader(attention attention.comp)
+vkmoe_shader(axpy axpy.comp)
+vkmoe_shader(swiglu swiglu.comp)
+vkmoe_shader(moe_topk moe_topk.comp)
+# matvec (helper "vulkan"): WTYPE 1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k
+foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
+  string(REPLACE ":" ";" tv ${t})
+  list(GET tv 0 tname)
+  list(GET tv 1 tid)
+  vkmoe_shader(matvec_${tname} matvec.comp WTYPE=${tid})
+  vkmoe_shader(matvec_ids_${tname} matvec.comp WTYPE=${tid} INDEXED=1)
+endforeach()
+vkmoe_shader(bandwidth bandwidth.comp)

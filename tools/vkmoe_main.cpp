@@ -1,2 +1,319 @@
+// vkmoe command-line interface.
+#include <chrono>
 #include <cstdio>
-int main() { std::puts("vkmoe: under construction"); return 0; }
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_forward.h"
+#include "engine/common.h"
+#include "engine/engine_select.h"
+#include "engine/model.h"
+#include "engine/plan_model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
+#include "planner/planner.h"
+#include "tools/bench_shaders.h"
+#include "tools/synth_model.h"
+
+using namespace vkmoe;
+
+namespace {
+
+const char* kUsage =
+    "usage: vkmoe <command> [options]\n"
+    "commands:\n"
+    "  run            generate text (no -m: the built-in synthetic MoE model)\n"
+    "  bench          prompt-processing and generation tokens/s\n"
+    "  info           Vulkan devices and model summary\n"
+    "  plan           where each tensor goes for a VRAM budget\n"
+    "  synth          write a synthetic GGUF model\n"
+    "  bench-shaders  shader microbenchmarks (GB/s, % of measured bandwidth)\n"
+    "common options:\n"
+    "  -m, --model FILE       GGUF model (default: built-in synthetic qwen3moe)\n"
+    "  -p, --prompt TEXT      prompt (run) / prompt tokens (bench, default 128)\n"
+    "  -n, --n-predict N      tokens to generate (default 32 run, 64 bench)\n"
+    "  -c, --ctx N            context size (default 4096, at most the model's)\n"
+    "  --backend gpu|cpu|ref  gpu (Vulkan, default), cpu (SIMD), ref (scalar reference)\n"
+    "  --device N             Vulkan device index (see `vkmoe info`)\n"
+    "  --vram-budget SIZE     VRAM to use, e.g. 12GiB (default: the device's free memory)\n"
+    "  --moe-mode MODE        auto|resident|expert-cache|cpu-moe (default auto)\n"
+    "  --predict-prefetch     prefetch predicted experts of the next layer\n"
+    "  --expert-stats         print prediction accuracy, hit rate, bytes moved\n"
+    "  -t, --threads N        CPU threads (default: all cores)\n"
+    "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling (default greedy)\n"
+    "  --set k=v,...          synth/default-model shape (arch, n_layer, n_embd, n_expert, quant, ...)\n"
+    "  --preset qwen3-30b-a3b synth preset\n"
+    "  -o FILE                synth output path\n";
+
+struct Args {
+  std::string cmd;
+  std::map<std::string, std::string> opt;
+  bool flag(const std::string& k) const { return opt.count(k) != 0; }
+  std::string get(const std::string& k, const std::string& d = "") const {
+    auto it = opt.find(k);
+    return it == opt.end() ? d : it->second;
+  }
+  long num(const std::string& k, long d) const {
+    auto it = opt.find(k);
+    if (it == opt.end()) return d;
+    try {
+      size_t used = 0;
+      long v = std::stol(it->second, &used);
+      if (used != it->second.size()) throw 0;
+      return v;
+    } catch (...) {
+      throw Error("option --" + k + " needs an integer, got '" + it->second + "'");
+    }
+  }
+  double real(const std::string& k, double d) const {
+    auto it = opt.find(k);
+    if (it == opt.end()) return d;
+    try {
+      return std::stod(it->second);
+    } catch (...) {
+      throw Error("option --" + k + " needs a number, got '" + it->second + "'");
+    }
+  }
+};
+
+Args parse_args(int argc, char** argv) {
+  static const std::map<std::string, std::string> kShort = {
+      {"-m", "model"}, {"-p", "prompt"}, {"-n", "n-predict"}, {"-c", "ctx"}, {"-t", "threads"}, {"-o", "output"}};
+  static const char* kFlags[] = {"predict-prefetch", "expert-stats", "help", "verbose"};
+  Args a;
+  if (argc < 2) throw Error(std::string("no command given\n") + kUsage);
+  a.cmd = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    std::string s = argv[i];
+    std::string key;
+    if (kShort.count(s)) key = kShort.at(s);
+    else if (s.rfind("--", 0) == 0) key = s.substr(2);
+    else throw Error("unexpected argument '" + s + "' (see vkmoe --help)");
+    auto eq = key.find('=');
+    if (eq != std::string::npos) {
+      a.opt[key.substr(0, eq)] = key.substr(eq + 1);
+      continue;
+    }
+    bool is_flag = false;
+    for (const char* f : kFlags) is_flag |= key == f;
+    if (is_flag) {
+      a.opt[key] = "1";
+      continue;
+    }
+    if (i + 1 >= argc) throw Error("option " + s + " needs a value");
+    a.opt[key] = argv[++i];
+  }
+  return a;
+}
+
+SynthSpec default_spec(const Args& a) {
+  SynthSpec s;
+  s.n_layer = 4;
+  s.n_expert = 16;
+  s.n_expert_used = 4;
+  s.n_vocab = 2048;
+  if (a.get("preset") == "qwen3-30b-a3b") s = SynthSpec::qwen3_30b_a3b();
+  else if (a.flag("preset")) throw Error("unknown preset '" + a.get("preset") + "' (qwen3-30b-a3b)");
+  apply_synth_overrides(s, a.get("set"));
+  return s;
+}
+
+std::unique_ptr<Model> load_model(const Args& a) {
+  std::string path = a.get("model");
+  if (!path.empty()) {
+    std::fprintf(stderr, "loading %s\n", path.c_str());
+    return Model::load(path);
+  }
+  SynthSpec s = default_spec(a);
+  std::fprintf(stderr, "no -m given: using the built-in synthetic model (%s)\n", describe(s).c_str());
+  return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "<built-in synthetic model>"));
+}
+
+int context_size(const Args& a, const Model& m) {
+  long ctx = a.num("ctx", 4096);
+  if (ctx <= 0) throw Error("--ctx must be positive");
+  return static_cast<int>(std::min<long>(ctx, m.config().n_ctx_train));
+}
+
+EngineOptions engine_options(const Args& a, const Model& m) {
+  EngineOptions o;
+  o.backend = a.get("backend", "gpu");
+  o.n_ctx = context_size(a, m);
+  o.device = static_cast<int>(a.num("device", -1));
+  o.vram_budget = a.flag("vram-budget") ? parse_size(a.get("vram-budget")) : 0;
+  o.mode = parse_plan_mode(a.get("moe-mode", "auto"));
+  o.predict_prefetch = a.flag("predict-prefetch");
+  o.expert_stats = a.flag("expert-stats");
+  o.threads = static_cast<int>(a.num("threads", 0));
+  return o;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void print_model(const Model& m) {
+  const ModelConfig& c = m.config();
+  std::printf("model: %s, %d layers, embd %d, heads %d/%d x %d, vocab %d", arch_name(c.arch), c.n_layer,
+              c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_vocab);
+  if (c.is_moe()) std::printf(", experts %d/%d x ff %d", c.n_expert_used, c.n_expert, c.n_ff_exp);
+  else std::printf(", ff %d", c.n_ff);
+  if (c.n_ff_shexp) std::printf(", shared expert ff %d", c.n_ff_shexp);
+  std::printf("\n");
+}
+
+int cmd_run(const Args& a) {
+  auto model = load_model(a);
+  auto tok = Tokenizer::from_gguf(model->gguf());
+  auto engine = make_engine(*model, engine_options(a, *model));
+  SamplerParams sp;
+  sp.temperature = static_cast<float>(a.real("temp", 0.0));
+  sp.top_k = static_cast<int>(a.num("top-k", 40));
+  sp.top_p = static_cast<float>(a.real("top-p", 0.95));
+  sp.min_p = static_cast<float>(a.real("min-p", 0.0));
+  sp.repeat_penalty = static_cast<float>(a.real("repeat-penalty", 1.0));
+  sp.seed = static_cast<uint64_t>(a.num("seed", 0));
+  Sampler sampler(sp);
+  const std::string prompt = a.get("prompt", "Once upon a time");
+  const long n_predict = a.num("n-predict", 32);
+  std::vector<int32_t> ids = tok->encode(prompt, true);
+  if (ids.empty()) throw Error("the prompt encodes to no tokens");
+  if (static_cast<long>(ids.size()) + n_predict > engine->n_ctx())
+    throw Error("prompt (" + std::to_string(ids.size()) + " tokens) + -n " + std::to_string(n_predict) +
+                " exceeds the context of " + std::to_string(engine->n_ctx()) + "; raise --ctx");
+  std::fprintf(stderr, "backend: %s\n", engine->describe().c_str());
+  std::printf("%s", prompt.c_str());
+  std::fflush(stdout);
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> logits = engine->eval(ids);
+  double t_prompt = seconds_since(t0);
+  for (int32_t id : ids) sampler.accept(id);
+  auto t1 = std::chrono::steady_clock::now();
+  long generated = 0;
+  for (; generated < n_predict; ++generated) {
+    int32_t id = sampler.sample(logits.data(), static_cast<int>(logits.size()));
+    sampler.accept(id);
+    if (tok->is_eog(id)) break;
+    std::printf("%s", tok->piece(id).c_str());
+    std::fflush(stdout);
+    if (generated + 1 < n_predict) logits = engine->eval({id});
+  }
+  double t_gen = seconds_since(t1);
+  std::printf("\n");
+  std::fflush(stdout);
+  std::fprintf(stderr, "prompt: %zu tokens in %.3f s (%.2f tokens/s)\n", ids.size(), t_prompt,
+               ids.size() / t_prompt);
+  std::fprintf(stderr, "generation: %ld tokens in %.3f s (%.2f tokens/s)\n", generated, t_gen,
+               generated > 0 ? generated / t_gen : 0.0);
+  if (a.flag("expert-stats")) std::fprintf(stderr, "%s", engine->stats_report().c_str());
+  return 0;
+}
+
+int cmd_bench(const Args& a) {
+  auto model = load_model(a);
+  EngineOptions o = engine_options(a, *model);
+  auto engine = make_engine(*model, o);
+  const long n_prompt = a.num("prompt", 128), n_gen = a.num("n-predict", 64);
+  const long reps = std::max(1L, a.num("reps", 3));
+  if (n_prompt + n_gen > engine->n_ctx()) throw Error("prompt + generation exceed --ctx");
+  print_model(*model);
+  std::printf("backend: %s\n", engine->describe().c_str());
+  const int n_vocab = model->config().n_vocab;
+  std::vector<double> pp, tg;
+  for (long r = 0; r < reps + 1; ++r) {  // first repetition warms up
+    engine->reset();
+    std::vector<int32_t> prompt(n_prompt);
+    for (long i = 0; i < n_prompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + r) % n_vocab);
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = engine->eval(prompt);
+    double tp = seconds_since(t0);
+    auto t1 = std::chrono::steady_clock::now();
+    for (long i = 0; i < n_gen; ++i) {
+      int32_t id = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      logits = engine->eval({id});
+    }
+    double tt = seconds_since(t1);
+    if (r > 0) pp.push_back(n_prompt / tp), tg.push_back(n_gen / tt);
+  }
+  auto mean_sd = [](const std::vector<double>& v) {
+    double m = 0, s = 0;
+    for (double x : v) m += x;
+    m /= v.size();
+    for (double x : v) s += (x - m) * (x - m);
+    return std::make_pair(m, v.size() > 1 ? std::sqrt(s / (v.size() - 1)) : 0.0);
+  };
+  auto [pm, ps] = mean_sd(pp);
+  auto [tm, ts] = mean_sd(tg);
+  std::printf("| test   | tokens/s          |\n|--------|-------------------|\n");
+  std::printf("| pp%-4ld | %8.2f ± %6.2f |\n", n_prompt, pm, ps);
+  std::printf("| tg%-4ld | %8.2f ± %6.2f |\n", n_gen, tm, ts);
+  if (a.flag("expert-stats")) std::printf("%s", engine->stats_report().c_str());
+  return 0;
+}
+
+int cmd_info(const Args& a) {
+  std::printf("%s", describe_devices().c_str());
+  if (a.flag("model")) print_model(*load_model(a));
+  return 0;
+}
+
+int cmd_plan(const Args& a) {
+  auto model = load_model(a);
+  print_model(*model);
+  uint64_t budget = a.flag("vram-budget") ? parse_size(a.get("vram-budget"))
+                                          : device_free_vram(static_cast<int>(a.num("device", -1)));
+  PlanInput in = plan_input_for(*model, context_size(a, *model), budget, GgmlType::F32);
+  in.forced = parse_plan_mode(a.get("moe-mode", "auto"));
+  in.capacity_ratio = a.real("capacity-ratio", in.capacity_ratio);
+  std::printf("%s", format_plan(make_plan(in)).c_str());
+  return 0;
+}
+
+int cmd_synth(const Args& a) {
+  std::string out = a.get("output");
+  if (out.empty()) throw Error("synth needs -o FILE");
+  SynthSpec s = default_spec(a);
+  if (!a.flag("preset") && !a.flag("set")) s = SynthSpec();
+  apply_synth_overrides(s, a.get("set"));
+  std::fprintf(stderr, "writing %s: %s\n", out.c_str(), describe(s).c_str());
+  auto t0 = std::chrono::steady_clock::now();
+  write_synth_model(s, out);
+  std::fprintf(stderr, "done in %.1f s\n", seconds_since(t0));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    if (argc >= 2 && (!std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help"))) {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if (argc >= 2 && !std::strcmp(argv[1], "bench-shaders")) return bench_shaders_main(argc - 1, argv + 1);
+    Args a = parse_args(argc, argv);
+    if (a.flag("help")) {
+      std::printf("%s", kUsage);
+      return 0;
+    }
+    if (a.cmd == "run") return cmd_run(a);
+    if (a.cmd == "bench") return cmd_bench(a);
+    if (a.cmd == "info") return cmd_info(a);
+    if (a.cmd == "plan") return cmd_plan(a);
+    if (a.cmd == "synth") return cmd_synth(a);
+    throw Error("unknown command '" + a.cmd + "'\n" + kUsage);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "vkmoe: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "vkmoe: error: out of host memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "vkmoe: internal error: %s\n", e.what());
+    return 2;
+  }
+}

@@ -1,0 +1,28 @@
+#pragma once
+// CPU evaluation of routed MoE experts (SwiGLU FFN) on quantized weights.
+#include <cstdint>
+
+#include "cpu/quant.h"
+
+namespace vkmoe {
+
+class ThreadPool;
+
+// One expert's weights in ggml layout: gate/up are n_ff rows of n_embd,
+// down is n_embd rows of n_ff.
+struct ExpertView {
+  GgmlType gate_type, up_type, down_type;
+  const uint8_t* gate;
+  const uint8_t* up;
+  const uint8_t* down;
+  int n_embd;
+  int n_ff;
+};
+
+// out[n_embd] = sum_k weights[k] * down_k(silu(gate_k x) * up_k x); out is
+// overwritten. n == 0 is a no-op (out untouched: there is no n_embd to zero).
+// All experts must share n_embd and n_ff; bad shapes/types throw Error.
+void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const float* x, float* out,
+                 ThreadPool& pool);
+
+}  // namespace vkmoe

@@ -1,0 +1,29 @@
+#pragma once
+// Highway SIMD kernels (runtime dispatch) for quantized weight x activation
+// dot products. Weights stay in their ggml block format; activations are
+// quantized once per vector to the matching integer format so the inner loops
+// are int8 x int8 -> int32, like ggml's vec_dot_*_q8_K.
+#include <cstddef>
+#include <cstdint>
+
+#include "cpu/quant.h"
+
+namespace vkmoe {
+
+// Activation format a weight type is multiplied against: Q8_K for Q4_K/Q5_K/Q6_K,
+// Q8_0 for Q8_0, F32 for F32/F16/BF16. Throws Error for other weight types.
+GgmlType activation_type(GgmlType weight_type);
+size_t activation_bytes(GgmlType weight_type, int64_t n);
+// Quantizes x[n] into xq (activation_bytes(weight_type, n) bytes). Equals
+// quantize_row(activation_type(weight_type), ...) bit for bit.
+void quantize_activation(GgmlType weight_type, const float* x, void* xq, int64_t n);
+
+// y[r - r0] = dot(row r of w, x) for r in [r0, r1); w rows are row_bytes(wtype, n) apart.
+void matvec_rows(GgmlType wtype, const uint8_t* w, const void* xq, float* y, int64_t r0, int64_t r1, int64_t n);
+float vec_dot(GgmlType wtype, const void* wrow, const void* xq, int64_t n);
+// Scalar reference of the same integer math (per-block int32 sums, float scales).
+float vec_dot_ref(GgmlType wtype, const void* wrow, const void* xq, int64_t n);
+
+const char* simd_target_name();  // the Highway target chosen at run time
+
+}  // namespace vkmoe

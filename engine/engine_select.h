@@ -1,0 +1,40 @@
+#pragma once
+// One interface over the CPU and Vulkan forward passes, chosen by --backend.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model.h"
+#include "planner/planner.h"
+
+namespace vkmoe {
+
+struct EngineOptions {
+  std::string backend = "gpu";  // gpu | cpu | ref
+  int n_ctx = 4096;
+  int device = -1;
+  uint64_t vram_budget = 0;  // 0: the device's free memory
+  PlanMode mode = PlanMode::Auto;
+  bool predict_prefetch = false;
+  bool expert_stats = false;
+  int threads = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Appends tokens to the context; returns the logits of the last one.
+  virtual std::vector<float> eval(const std::vector<int32_t>& tokens) = 0;
+  virtual void reset() = 0;
+  virtual int n_ctx() const = 0;
+  virtual std::string describe() const = 0;
+  virtual std::string stats_report() const { return "no expert statistics for this backend\n"; }
+};
+
+std::unique_ptr<Engine> make_engine(const Model& m, const EngineOptions& o);
+// Vulkan devices as text (throws Error when no driver is present).
+std::string describe_devices();
+uint64_t device_free_vram(int device);
+
+}  // namespace vkmoe

@@ -1,0 +1,650 @@
+#include "engine/gpu_forward.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <sstream>
+
+#include "cpu/expert_ffn.h"
+#include "cpu/moe_route.h"
+#include "cpu/thread_pool.h"
+#include "engine/plan_model.h"
+#include "engine/route_stats.h"
+#include "engine/slru_policy.h"
+#include "engine/vk_matvec.h"
+#include "engine/vk_runtime.h"
+
+namespace vkmoe {
+namespace {
+
+using vk::Buffer;
+using vk::MemoryKind;
+using vk::Recorder;
+
+struct RmsNormPush {
+  uint32_t n, x_off, w_off, y_off, row_stride, has_w;
+  float eps;
+};
+struct RopePush {
+  uint32_t head_dim, n_heads, pos, off, neox;
+  float theta;
+};
+struct AttentionPush {
+  uint32_t head_dim, n_head, n_head_kv, n_kv, q_off, k_off, v_off, o_off, s_stride;
+  float scale;
+};
+struct AxpyPush {
+  uint32_t n, items, x_off, a_off, y_off, mode;
+  float scale;
+};
+struct SwigluPush {
+  uint32_t n, g_off, u_off;
+};
+struct TopkPush {
+  uint32_t n_expert, k, normalize, l_off;
+};
+
+uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+// A weight matrix (or vector: nrows 1) in VRAM.
+struct GpuTensor {
+  Buffer buf;
+  GgmlType type = GgmlType::F32;
+  uint32_t ncols = 0, nrows = 0;
+  explicit operator bool() const { return static_cast<bool>(buf); }
+};
+
+struct GpuLayer {
+  GpuTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm;
+  GpuTensor ffn_gate, ffn_up, ffn_down, router, shexp_gate, gate_shexp, up_shexp, down_shexp;
+  GpuTensor gate_exps, up_exps, down_exps;  // Resident mode
+  Buffer k_cache, v_cache;
+  // ExpertCache mode: slot pools, one expert per slot.
+  Buffer gate_pool, up_pool, down_pool;
+};
+
+class GpuEngine final : public Engine {
+ public:
+  GpuEngine(const Model& m, const EngineOptions& o);
+  ~GpuEngine() override {
+    if (ctx_) ctx_->wait_idle();
+  }
+  std::vector<float> eval(const std::vector<int32_t>& tokens) override;
+  void reset() override {
+    pos_ = 0;
+    for (auto& p : prev_route_) p.clear();
+  }
+  int n_ctx() const override { return n_ctx_; }
+  std::string describe() const override;
+  std::string stats_report() const override;
+
+ private:
+  void upload_weights();
+  GpuTensor upload_tensor(const Weight& w, const std::string& what);
+  Recorder& next_recorder();
+  void embed(int32_t token, uint32_t slot);
+  // Records layer il's attention block (and the FFN norm) for one token.
+  void record_attention(Recorder& r, int il, int pos);
+  void record_dense_ffn(Recorder& r, int il);
+  void record_shared_expert(Recorder& r, int il);
+  void record_resident_moe(Recorder& r, int il);
+  void record_output(Recorder& r);
+  void mv(Recorder& r, const GpuTensor& w, const Buffer& x, uint32_t xo, const Buffer& y, uint32_t yo,
+          bool acc = false);
+  void rms(Recorder& r, const Buffer& x, uint32_t xo, const GpuTensor* w, const Buffer& y, uint32_t yo,
+           uint32_t n, uint32_t rows = 1);
+  void axpy(Recorder& r, const Buffer& x, uint32_t xo, uint32_t n, uint32_t items, const Buffer* a,
+            uint32_t ao, uint32_t mode, const Buffer& y, uint32_t yo);
+  void decode_resident(const std::vector<int32_t>& tokens);
+  void decode_offload(int32_t token);
+  // Offload mode: experts of layer il routed by the host.
+  // Returns the recorder to continue in (a fresh one if it had to submit).
+  Recorder* moe_offload(Recorder* r, int il, std::vector<vk::SyncPoint>& waits);
+  void prefetch(int il, const std::vector<int>& experts);
+  void admit(int il, int expert);
+  vk::SyncPoint upload_expert(int il, int expert, int slot);
+
+  const Model& m_;
+  const ModelConfig& c_;
+  EngineOptions opt_;
+  int n_ctx_;
+  int pos_ = 0;
+  std::unique_ptr<vk::Context> ctx_;
+  Plan plan_;
+  std::vector<GpuLayer> L_;
+  GpuTensor output_norm_, output_;
+  // Activations.
+  Buffer x_, xn_, q_, att_, logits_, rlog_, ids_, wts_, eg_, eu_, eo_, sg_, su_, so_, gate1_, scores_;
+  Buffer in_x_;      // host -> GPU embeddings (Upload)
+  Buffer readback_;  // GPU -> host (Readback): logits | router logits | xn | predicted logits
+  Buffer host_ids_, host_wts_, cpu_out_;  // host-written MoE inputs (Upload)
+  uint64_t rb_logits_ = 0, rb_rlog_ = 0, rb_xn_ = 0, rb_plog_ = 0;
+  std::vector<std::unique_ptr<Recorder>> recorders_;
+  size_t rec_cur_ = 0;
+  std::unique_ptr<vk::Uploader> uploader_;
+  uint32_t max_batch_ = 64;
+  // Expert offload state.
+  bool offload_ = false;
+  std::unique_ptr<ThreadPool> pool_;
+  std::vector<std::unique_ptr<SlruPolicy>> cache_;       // per layer
+  std::vector<std::vector<vk::SyncPoint>> slot_ready_;   // per layer, per slot
+  std::vector<std::vector<int>> prev_route_;             // previous token's experts per layer
+  std::vector<std::vector<int>> predicted_;              // prediction for the current token
+  std::vector<std::pair<int, int>> pending_admit_;       // (layer, expert) misses to upload
+  RouteStats stats_;
+  bool cpu_out_pending_ = false;
+};
+
+GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
+    : m_(m), c_(m.config()), opt_(o), n_ctx_(o.n_ctx), stats_(m.config().n_layer) {
+  if (c_.head_dim > 256) throw Error("head dimension above 256 is not supported by the GPU attention kernel");
+  if (c_.n_expert > 1024 || c_.n_expert_used > 64) throw Error("more than 1024 experts or top-64 routing is not supported");
+  ctx_ = vk::Context::create(o.device);
+  uint64_t budget = o.vram_budget ? o.vram_budget : ctx_->memory_budget().free();
+  PlanInput in = plan_input_for(m, n_ctx_, budget, GgmlType::F32);
+  in.forced = o.mode;
+  plan_ = make_plan(in);
+  offload_ = c_.is_moe() && plan_.mode != PlanMode::Resident;
+  for (int i = 0; i < 3; ++i) recorders_.push_back(std::make_unique<Recorder>(*ctx_));
+  uploader_ = std::make_unique<vk::Uploader>(*ctx_, 64ull << 20, 4);
+
+  const uint32_t E = c_.n_embd, Q = c_.q_dim(), K = std::max(1, c_.n_expert_used);
+  const uint32_t F = std::max({c_.n_ff, c_.n_ff_exp, 1});
+  auto dev = [&](uint64_t floats, const char* what) {
+    return ctx_->create_buffer(std::max<uint64_t>(floats, 4) * 4, MemoryKind::Device, what);
+  };
+  x_ = dev(E, "hidden state");
+  xn_ = dev(E, "normed state");
+  q_ = dev(Q, "queries");
+  att_ = dev(Q, "attention output");
+  logits_ = dev(c_.n_vocab, "logits");
+  rlog_ = dev(2 * std::max(1, c_.n_expert), "router logits");
+  ids_ = dev(K, "expert ids");
+  wts_ = dev(K, "expert weights");
+  eg_ = dev(uint64_t(K) * F, "expert gate");
+  eu_ = dev(uint64_t(K) * F, "expert up");
+  eo_ = dev(uint64_t(K) * E, "expert out");
+  sg_ = dev(std::max(c_.n_ff_shexp, 1), "shared gate");
+  su_ = dev(std::max(c_.n_ff_shexp, 1), "shared up");
+  so_ = dev(E, "shared out");
+  gate1_ = dev(4, "shared gate scalar");
+  scores_ = dev(uint64_t(c_.n_head) * n_ctx_, "attention scores");
+  in_x_ = ctx_->create_buffer(uint64_t(max_batch_) * E * 4, MemoryKind::Upload, "embeddings");
+  rb_logits_ = 0;
+  rb_rlog_ = uint64_t(c_.n_vocab) * 4;
+  rb_xn_ = rb_rlog_ + uint64_t(std::max(1, c_.n_expert)) * 4;
+  rb_plog_ = rb_xn_ + uint64_t(E) * 4;
+  readback_ = ctx_->create_buffer(rb_plog_ + uint64_t(std::max(1, c_.n_expert)) * 4, MemoryKind::Readback, "readback");
+  host_ids_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot ids");
+  host_wts_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot weights");
+  cpu_out_ = ctx_->create_buffer(uint64_t(E) * 4, MemoryKind::Upload, "CPU expert output");
+  upload_weights();
+  if (offload_) {
+    pool_ = std::make_unique<ThreadPool>(o.threads);
+    prev_route_.assign(c_.n_layer, {});
+    predicted_.assign(c_.n_layer, {});
+  }
+}
+
+GpuTensor GpuEngine::upload_tensor(const Weight& w, const std::string& what) {
+  GpuTensor t;
+  if (!w) return t;
+  t.type = w.type();
+  t.ncols = static_cast<uint32_t>(w.in());
+  t.nrows = static_cast<uint32_t>(w.t->nrows());
+  t.buf = ctx_->create_buffer((w.t->nbytes + 15) / 16 * 16, MemoryKind::Device, what);
+  uploader_->enqueue(t.buf, 0, w.t->data, w.t->nbytes);
+  return t;
+}
+
+void GpuEngine::upload_weights() {
+  const auto& layers = m_.layers();
+  L_.resize(c_.n_layer);
+  const uint64_t total = plan_.trunk_bytes + (offload_ ? 0 : plan_.expert_cache_bytes);
+  uint64_t done = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  const bool progress = total > (256ull << 20);
+  int shown = -1;
+  auto up = [&](const Weight& w, const std::string& what) {
+    GpuTensor t = upload_tensor(w, what);
+    if (w) done += w.t->nbytes;
+    const int pct = static_cast<int>(100 * done / std::max<uint64_t>(total, 1));
+    if (progress && pct != shown) std::fprintf(stderr, "\ruploading weights to VRAM: %3d%%", shown = pct);
+    return t;
+  };
+  for (int il = 0; il < c_.n_layer; ++il) {
+    const LayerWeights& w = layers[il];
+    GpuLayer& g = L_[il];
+    const std::string p = "blk." + std::to_string(il) + ".";
+    g.attn_norm = up(w.attn_norm, p + "attn_norm");
+    g.wq = up(w.wq, p + "attn_q");
+    g.wk = up(w.wk, p + "attn_k");
+    g.wv = up(w.wv, p + "attn_v");
+    g.wo = up(w.wo, p + "attn_output");
+    g.bq = up(w.bq, p + "attn_q.bias");
+    g.bk = up(w.bk, p + "attn_k.bias");
+    g.bv = up(w.bv, p + "attn_v.bias");
+    g.q_norm = up(w.q_norm, p + "attn_q_norm");
+    g.k_norm = up(w.k_norm, p + "attn_k_norm");
+    g.ffn_norm = up(w.ffn_norm, p + "ffn_norm");
+    g.ffn_gate = up(w.ffn_gate, p + "ffn_gate");
+    g.ffn_up = up(w.ffn_up, p + "ffn_up");
+    g.ffn_down = up(w.ffn_down, p + "ffn_down");
+    g.router = up(w.router, p + "ffn_gate_inp");
+    g.shexp_gate = up(w.shexp_gate, p + "ffn_gate_inp_shexp");
+    g.gate_shexp = up(w.gate_shexp, p + "ffn_gate_shexp");
+    g.up_shexp = up(w.up_shexp, p + "ffn_up_shexp");
+    g.down_shexp = up(w.down_shexp, p + "ffn_down_shexp");
+    if (c_.is_moe() && !offload_) {
+      g.gate_exps = up(w.gate_exps, p + "ffn_gate_exps");
+      g.up_exps = up(w.up_exps, p + "ffn_up_exps");
+      g.down_exps = up(w.down_exps, p + "ffn_down_exps");
+    }
+    const uint64_t kv_bytes = uint64_t(n_ctx_) * c_.kv_dim() * 4;
+    g.k_cache = ctx_->create_buffer(kv_bytes, MemoryKind::Device, p + "k cache");
+    g.v_cache = ctx_->create_buffer(kv_bytes, MemoryKind::Device, p + "v cache");
+  }
+  output_norm_ = up(m_.output_norm, "output_norm");
+  output_ = up(m_.output, "output");
+  if (offload_) {
+    const int slots = plan_.expert_slots_per_layer;
+    cache_.resize(c_.n_layer);
+    slot_ready_.assign(c_.n_layer, std::vector<vk::SyncPoint>(std::max(slots, 0)));
+    for (int il = 0; il < c_.n_layer && slots > 0; ++il) {
+      const LayerWeights& w = layers[il];
+      GpuLayer& g = L_[il];
+      const std::string p = "blk." + std::to_string(il) + ".";
+      g.gate_pool = ctx_->create_buffer(w.gate_exps.expert_bytes() * slots, MemoryKind::Device, p + "gate expert slots");
+      g.up_pool = ctx_->create_buffer(w.up_exps.expert_bytes() * slots, MemoryKind::Device, p + "up expert slots");
+      g.down_pool = ctx_->create_buffer(w.down_exps.expert_bytes() * slots, MemoryKind::Device, p + "down expert slots");
+      SlruConfig sc;
+      sc.slots = slots;
+      cache_[il] = std::make_unique<SlruPolicy>(sc);
+    }
+  }
+  uploader_->flush().wait();
+  if (progress)
+    std::fprintf(stderr, "\ruploading weights to VRAM: done, %.2f GiB in %.1f s\n", done / double(1ull << 30),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+Recorder& GpuEngine::next_recorder() {
+  Recorder& r = *recorders_[rec_cur_];
+  rec_cur_ = (rec_cur_ + 1) % recorders_.size();
+  r.begin();
+  return r;
+}
+
+void GpuEngine::mv(Recorder& r, const GpuTensor& w, const Buffer& x, uint32_t xo, const Buffer& y, uint32_t yo,
+                   bool acc) {
+  vk::MatvecArgs a;
+  a.type = w.type;
+  a.ncols = w.ncols;
+  a.nrows = w.nrows;
+  a.w = w.buf;
+  a.x = x;
+  a.x_offset = xo;
+  a.y = y;
+  a.y_offset = yo;
+  a.accumulate = acc;
+  vk::record_matvec(r, a);
+}
+
+void GpuEngine::rms(Recorder& r, const Buffer& x, uint32_t xo, const GpuTensor* w, const Buffer& y, uint32_t yo,
+                    uint32_t n, uint32_t rows) {
+  const auto& p = ctx_->pipeline("rms_norm", 3, sizeof(RmsNormPush));
+  RmsNormPush pc{n, xo, 0, yo, n, w ? 1u : 0u, c_.norm_eps};
+  r.dispatch(p, {x, w ? vk::BufferRange(w->buf) : vk::BufferRange(x), y}, pc, rows);
+}
+
+void GpuEngine::axpy(Recorder& r, const Buffer& x, uint32_t xo, uint32_t n, uint32_t items, const Buffer* a,
+                     uint32_t ao, uint32_t mode, const Buffer& y, uint32_t yo) {
+  const auto& p = ctx_->pipeline("axpy", 3, sizeof(AxpyPush));
+  AxpyPush pc{n, items, xo, ao, yo, mode, 1.0f};
+  r.dispatch(p, {x, a ? vk::BufferRange(*a) : vk::BufferRange(x), y}, pc, div_up(n, 256));
+}
+
+void GpuEngine::embed(int32_t token, uint32_t slot) {
+  if (token < 0 || token >= c_.n_vocab)
+    throw Error("token id " + std::to_string(token) + " is outside the vocabulary");
+  dequantize_row(m_.tok_embd.type(), m_.tok_embd.row(token), in_x_.as<float>() + size_t(slot) * c_.n_embd,
+                 c_.n_embd);
+}
+
+void GpuEngine::record_attention(Recorder& r, int il, int pos) {
+  GpuLayer& g = L_[il];
+  const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
+  const uint32_t kv_off = uint32_t(pos) * KV;
+  rms(r, x_, 0, &g.attn_norm, xn_, 0, E);
+  r.barrier();
+  mv(r, g.wq, xn_, 0, q_, 0);
+  mv(r, g.wk, xn_, 0, g.k_cache, kv_off);
+  mv(r, g.wv, xn_, 0, g.v_cache, kv_off);
+  r.barrier();
+  if (g.bq) {
+    axpy(r, g.bq.buf, 0, Q, 1, nullptr, 0, 0, q_, 0);
+    axpy(r, g.bk.buf, 0, KV, 1, nullptr, 0, 0, g.k_cache, kv_off);
+    axpy(r, g.bv.buf, 0, KV, 1, nullptr, 0, 0, g.v_cache, kv_off);
+    r.barrier();
+  }
+  if (g.q_norm) {
+    const bool per_head = g.q_norm.ncols == D;
+    rms(r, q_, 0, &g.q_norm, q_, 0, per_head ? D : Q, per_head ? c_.n_head : 1);
+    rms(r, g.k_cache, kv_off, &g.k_norm, g.k_cache, kv_off, per_head ? D : KV, per_head ? c_.n_head_kv : 1);
+    r.barrier();
+  }
+  const auto& rp = ctx_->pipeline("rope", 1, sizeof(RopePush));
+  RopePush qp{D, uint32_t(c_.n_head), uint32_t(pos), 0, c_.rope_neox ? 1u : 0u, c_.rope_theta};
+  r.dispatch(rp, {q_}, qp, div_up(uint64_t(c_.n_head) * D / 2, 64));
+  RopePush kp{D, uint32_t(c_.n_head_kv), uint32_t(pos), kv_off, c_.rope_neox ? 1u : 0u, c_.rope_theta};
+  r.dispatch(rp, {g.k_cache}, kp, div_up(uint64_t(c_.n_head_kv) * D / 2, 64));
+  r.barrier();
+  const auto& ap = ctx_->pipeline("attention", 5, sizeof(AttentionPush));
+  AttentionPush pc{D, uint32_t(c_.n_head), uint32_t(c_.n_head_kv), uint32_t(pos + 1), 0, 0, 0, 0,
+                   uint32_t(n_ctx_), 1.0f / std::sqrt(float(D))};
+  r.dispatch(ap, {q_, g.k_cache, g.v_cache, scores_, att_}, pc, c_.n_head);
+  r.barrier();
+  mv(r, g.wo, att_, 0, x_, 0, /*acc=*/true);
+  r.barrier();
+  rms(r, x_, 0, &g.ffn_norm, xn_, 0, E);
+  r.barrier();
+}
+
+void GpuEngine::record_dense_ffn(Recorder& r, int il) {
+  GpuLayer& g = L_[il];
+  mv(r, g.ffn_gate, xn_, 0, eg_, 0);
+  mv(r, g.ffn_up, xn_, 0, eu_, 0);
+  r.barrier();
+  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
+  r.dispatch(sp, {eg_, eu_}, SwigluPush{uint32_t(c_.n_ff), 0, 0}, div_up(c_.n_ff, 256));
+  r.barrier();
+  mv(r, g.ffn_down, eg_, 0, x_, 0, /*acc=*/true);
+  r.barrier();
+}
+
+void GpuEngine::record_shared_expert(Recorder& r, int il) {
+  GpuLayer& g = L_[il];
+  if (!g.gate_shexp) return;
+  mv(r, g.gate_shexp, xn_, 0, sg_, 0);
+  mv(r, g.up_shexp, xn_, 0, su_, 0);
+  mv(r, g.shexp_gate, xn_, 0, gate1_, 0);
+  r.barrier();
+  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
+  r.dispatch(sp, {sg_, su_}, SwigluPush{uint32_t(c_.n_ff_shexp), 0, 0}, div_up(c_.n_ff_shexp, 256));
+  r.barrier();
+  mv(r, g.down_shexp, sg_, 0, so_, 0);
+  r.barrier();
+  axpy(r, so_, 0, c_.n_embd, 1, &gate1_, 0, /*sigmoid*/ 2, x_, 0);
+  r.barrier();
+}
+
+void GpuEngine::record_resident_moe(Recorder& r, int il) {
+  GpuLayer& g = L_[il];
+  const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used, N = c_.n_expert;
+  mv(r, g.router, xn_, 0, rlog_, 0);
+  r.barrier();
+  const auto& tp = ctx_->pipeline("moe_topk", 3, sizeof(TopkPush));
+  r.dispatch(tp, {rlog_, ids_, wts_}, TopkPush{N, K, c_.norm_topk_prob ? 1u : 0u, 0}, 1);
+  r.barrier();
+  auto ids_mv = [&](const GpuTensor& w, const Buffer& x, uint32_t x_stride, const Buffer& y, uint32_t y_stride) {
+    vk::MatvecIdsArgs a;
+    a.type = w.type;
+    a.ncols = w.ncols;
+    a.nrows = w.nrows / N;
+    a.w = w.buf;
+    a.x = x;
+    a.y = y;
+    a.ids = ids_;
+    a.n_ids = K;
+    a.n_experts = N;
+    a.expert_stride = uint64_t(a.nrows) * row_bytes(w.type, w.ncols);
+    a.x_stride = x_stride;
+    a.y_stride = y_stride;
+    vk::record_matvec_ids(r, a);
+  };
+  ids_mv(g.gate_exps, xn_, 0, eg_, F);
+  ids_mv(g.up_exps, xn_, 0, eu_, F);
+  r.barrier();
+  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
+  r.dispatch(sp, {eg_, eu_}, SwigluPush{K * F, 0, 0}, div_up(uint64_t(K) * F, 256));
+  r.barrier();
+  ids_mv(g.down_exps, eg_, F, eo_, E);
+  r.barrier();
+  axpy(r, eo_, 0, E, K, &wts_, 0, /*weights*/ 1, x_, 0);
+  r.barrier();
+  record_shared_expert(r, il);
+}
+
+void GpuEngine::record_output(Recorder& r) {
+  rms(r, x_, 0, &output_norm_, xn_, 0, c_.n_embd);
+  r.barrier();
+  mv(r, output_, xn_, 0, logits_, 0);
+  r.barrier();
+  r.copy(logits_, 0, readback_, rb_logits_, uint64_t(c_.n_vocab) * 4);
+}
+
+void GpuEngine::decode_resident(const std::vector<int32_t>& tokens) {
+  for (size_t t0 = 0; t0 < tokens.size(); t0 += max_batch_) {
+    const size_t n = std::min<size_t>(max_batch_, tokens.size() - t0);
+    for (size_t t = 0; t < n; ++t) embed(tokens[t0 + t], uint32_t(t));
+    Recorder& r = next_recorder();
+    for (size_t t = 0; t < n; ++t) {
+      r.copy(in_x_, t * c_.n_embd * 4, x_, 0, uint64_t(c_.n_embd) * 4);
+      r.barrier();
+      for (int il = 0; il < c_.n_layer; ++il) {
+        record_attention(r, il, pos_);
+        if (c_.is_moe())
+          record_resident_moe(r, il);
+        else
+          record_dense_ffn(r, il);
+      }
+      ++pos_;
+    }
+    record_output(r);
+    r.submit().wait();
+  }
+}
+
+void GpuEngine::decode_offload(int32_t token) {
+  const uint32_t E = c_.n_embd;
+  embed(token, 0);
+  Recorder* r = &next_recorder();
+  r->copy(in_x_, 0, x_, 0, uint64_t(E) * 4);
+  r->barrier();
+  std::vector<vk::SyncPoint> waits;
+  for (int il = 0; il < c_.n_layer; ++il) {
+    if (cpu_out_pending_) {
+      axpy(*r, cpu_out_, 0, E, 1, nullptr, 0, 0, x_, 0);
+      r->barrier();
+      cpu_out_pending_ = false;
+    }
+    record_attention(*r, il, pos_);
+    const GpuLayer& g = L_[il];
+    mv(*r, g.router, xn_, 0, rlog_, 0);
+    const bool predict = opt_.predict_prefetch && il + 1 < c_.n_layer;
+    if (predict) {  // layer il+1's router applied to this layer's hidden state
+      rms(*r, x_, 0, &L_[il + 1].ffn_norm, so_, 0, E);
+      r->barrier();
+      mv(*r, L_[il + 1].router, so_, 0, rlog_, c_.n_expert);
+    }
+    r->barrier();
+    r->copy(rlog_, 0, readback_, rb_rlog_, uint64_t(c_.n_expert) * 4);
+    r->copy(xn_, 0, readback_, rb_xn_, uint64_t(E) * 4);
+    if (predict) r->copy(rlog_, uint64_t(c_.n_expert) * 4, readback_, rb_plog_, uint64_t(c_.n_expert) * 4);
+    r->submit(waits).wait();
+    waits.clear();
+    // Misses of the previous layer are admitted now that the GPU is done with it.
+    for (auto [l, e] : pending_admit_) admit(l, e);
+    pending_admit_.clear();
+    if (predict) {
+      std::vector<int> ids(c_.n_expert_used);
+      std::vector<float> w(c_.n_expert_used);
+      route_topk(reinterpret_cast<const float*>(readback_.data() + rb_plog_), c_.n_expert, c_.n_expert_used,
+                 false, ids.data(), w.data());
+      predicted_[il + 1] = ids;
+      std::vector<int> want = ids;
+      for (int e : prev_route_[il + 1])
+        if (std::find(want.begin(), want.end(), e) == want.end()) want.push_back(e);
+      prefetch(il + 1, want);
+    }
+    r = moe_offload(&next_recorder(), il, waits);
+  }
+  if (cpu_out_pending_) {
+    axpy(*r, cpu_out_, 0, E, 1, nullptr, 0, 0, x_, 0);
+    r->barrier();
+    cpu_out_pending_ = false;
+  }
+  record_output(*r);
+  r->submit(waits).wait();
+  for (auto [l, e] : pending_admit_) admit(l, e);
+  pending_admit_.clear();
+  ++pos_;
+  stats_.add_tokens(1);
+}
+
+Recorder* GpuEngine::moe_offload(Recorder* rp, int il, std::vector<vk::SyncPoint>& waits) {
+  Recorder& r = *rp;
+  const int K = c_.n_expert_used, N = c_.n_expert;
+  const uint32_t E = c_.n_embd, F = c_.n_ff_exp;
+  const float* rl = reinterpret_cast<const float*>(readback_.data() + rb_rlog_);
+  std::vector<int> ids(K);
+  std::vector<float> w(K);
+  route_topk(rl, N, K, c_.norm_topk_prob, ids.data(), w.data());
+  if (opt_.predict_prefetch && il > 0) stats_.record_routing(il, predicted_[il], ids);
+  prev_route_[il] = ids;
+  // Hits run on the GPU from their slots; misses on the CPU.
+  std::vector<int32_t> hit_slots;
+  std::vector<float> hit_w;
+  std::vector<ExpertView> cold;
+  std::vector<float> cold_w;
+  const LayerWeights& lw = m_.layers()[il];
+  SlruPolicy* cache = il < int(cache_.size()) ? cache_[il].get() : nullptr;
+  for (int j = 0; j < K; ++j) {
+    std::optional<int> slot = cache ? cache->lookup({il, ids[j]}) : std::nullopt;
+    if (slot) {
+      hit_slots.push_back(*slot);
+      hit_w.push_back(w[j]);
+      if (!slot_ready_[il][*slot].reached()) waits.push_back(slot_ready_[il][*slot]);
+    } else {
+      cold.push_back({lw.gate_exps.type(), lw.up_exps.type(), lw.down_exps.type(), lw.gate_exps.expert(ids[j]),
+                      lw.up_exps.expert(ids[j]), lw.down_exps.expert(ids[j]), c_.n_embd, c_.n_ff_exp});
+      cold_w.push_back(w[j]);
+      if (cache && plan_.mode == PlanMode::ExpertCache) pending_admit_.push_back({il, ids[j]});
+    }
+  }
+  stats_.record_cache(il, hit_slots.size(), cold.size());
+  stats_.record_compute(il, hit_slots.size(), cold.size());
+  const uint32_t H = static_cast<uint32_t>(hit_slots.size());
+  if (H > 0) {
+    std::memcpy(host_ids_.data(), hit_slots.data(), H * 4);
+    std::memcpy(host_wts_.data(), hit_w.data(), H * 4);
+    const GpuLayer& g = L_[il];
+    const int slots = plan_.expert_slots_per_layer;
+    auto ids_mv = [&](const Weight& wt, const Buffer& pool, const Buffer& x, uint32_t x_stride, const Buffer& y,
+                      uint32_t y_stride) {
+      vk::MatvecIdsArgs a;
+      a.type = wt.type();
+      a.ncols = static_cast<uint32_t>(wt.in());
+      a.nrows = static_cast<uint32_t>(wt.out());
+      a.w = pool;
+      a.x = x;
+      a.y = y;
+      a.ids = host_ids_;
+      a.n_ids = H;
+      a.n_experts = slots;
+      a.expert_stride = wt.expert_bytes();
+      a.x_stride = x_stride;
+      a.y_stride = y_stride;
+      vk::record_matvec_ids(r, a);
+    };
+    ids_mv(lw.gate_exps, g.gate_pool, xn_, 0, eg_, F);
+    ids_mv(lw.up_exps, g.up_pool, xn_, 0, eu_, F);
+    r.barrier();
+    const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
+    r.dispatch(sp, {eg_, eu_}, SwigluPush{H * F, 0, 0}, div_up(uint64_t(H) * F, 256));
+    r.barrier();
+    ids_mv(lw.down_exps, g.down_pool, eg_, F, eo_, E);
+    r.barrier();
+    axpy(r, eo_, 0, E, H, &host_wts_, 0, 1, x_, 0);
+    r.barrier();
+  }
+  record_shared_expert(r, il);
+  if (!cold.empty()) {
+    // The GPU works on the hits (and shared expert) while the CPU computes the misses.
+    r.submit(waits);
+    waits.clear();
+    const float* xn = reinterpret_cast<const float*>(readback_.data() + rb_xn_);
+    moe_ffn_cpu(cold.data(), cold_w.data(), static_cast<int>(cold.size()), xn, cpu_out_.as<float>(), *pool_);
+    cpu_out_pending_ = true;
+    return &next_recorder();
+  }
+  return rp;
+}
+
+vk::SyncPoint GpuEngine::upload_expert(int il, int expert, int slot) {
+  const LayerWeights& lw = m_.layers()[il];
+  GpuLayer& g = L_[il];
+  uploader_->enqueue(g.gate_pool, lw.gate_exps.expert_bytes() * slot, lw.gate_exps.expert(expert),
+                     lw.gate_exps.expert_bytes());
+  uploader_->enqueue(g.up_pool, lw.up_exps.expert_bytes() * slot, lw.up_exps.expert(expert),
+                     lw.up_exps.expert_bytes());
+  uploader_->enqueue(g.down_pool, lw.down_exps.expert_bytes() * slot, lw.down_exps.expert(expert),
+                     lw.down_exps.expert_bytes());
+  stats_.record_upload(il, lw.gate_exps.expert_bytes() + lw.up_exps.expert_bytes() + lw.down_exps.expert_bytes());
+  return uploader_->flush();
+}
+
+void GpuEngine::admit(int il, int expert) {
+  SlruPolicy* cache = cache_[il].get();
+  if (!cache || cache->contains({il, expert})) return;
+  SlruPolicy::Acquire a = cache->acquire({il, expert});
+  if (!a) return;
+  slot_ready_[il][a.slot] = upload_expert(il, expert, a.slot);
+  cache->mark_ready(a.slot);
+}
+
+void GpuEngine::prefetch(int il, const std::vector<int>& experts) {
+  if (plan_.mode != PlanMode::ExpertCache || !cache_[il]) return;
+  for (int e : experts) admit(il, e);
+}
+
+std::vector<float> GpuEngine::eval(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) throw Error("eval: no tokens");
+  if (pos_ + static_cast<int>(tokens.size()) > n_ctx_)
+    throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
+  if (offload_)
+    for (int32_t t : tokens) decode_offload(t);
+  else
+    decode_resident(tokens);
+  const float* lg = reinterpret_cast<const float*>(readback_.data() + rb_logits_);
+  return std::vector<float>(lg, lg + c_.n_vocab);
+}
+
+std::string GpuEngine::describe() const {
+  std::ostringstream o;
+  const auto& d = ctx_->info();
+  o << "vulkan: " << d.name << " (" << d.vendor << ", " << d.driver_name << "), transfer queue "
+    << (ctx_->has_separate_transfer_queue() ? "separate" : "shared with compute") << ", experts "
+    << plan_mode_name(c_.is_moe() ? plan_.mode : PlanMode::Resident);
+  if (offload_)
+    o << " (" << plan_.expert_slots_per_layer << " slots/layer of " << c_.n_expert
+      << (opt_.predict_prefetch ? ", predictive prefetch" : "") << ")";
+  o << ", VRAM " << format_bytes(ctx_->allocated_bytes(MemoryKind::Device));
+  return o.str();
+}
+
+std::string GpuEngine::stats_report() const {
+  if (!offload_) return "expert statistics: all experts resident in VRAM (no cache, no transfers)\n";
+  return stats_.report();
+}
+
+}  // namespace
+
+std::unique_ptr<Engine> make_gpu_engine(const Model& m, const EngineOptions& o) {
+  return std::make_unique<GpuEngine>(m, o);
+}
+
+}  // namespace vkmoe

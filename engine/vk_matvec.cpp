@@ -1,0 +1,158 @@
+#include "engine/vk_matvec.h"
+
+#include <algorithm>
+
+namespace vkmoe::vk {
+namespace {
+
+struct TypeLayout {
+  const char* suffix;      // shader name suffix
+  uint32_t qk;             // elements per shader block
+  uint32_t block_bytes;
+  uint32_t units_per_block;
+  uint32_t align;          // required byte alignment of the weights
+};
+
+const TypeLayout* layout_of(GgmlType t) {
+  static const TypeLayout f32{"f32", 8, 32, 1, 16}, f16{"f16", 8, 16, 1, 16}, bf16{"bf16", 8, 16, 1, 16},
+      q8_0{"q8_0", 32, 34, 4, 2}, q4_k{"q4_k", 256, 144, 8, 16}, q5_k{"q5_k", 256, 176, 8, 16},
+      q6_k{"q6_k", 256, 210, 8, 2};
+  switch (t) {
+    case GgmlType::F32: return &f32;
+    case GgmlType::F16: return &f16;
+    case GgmlType::BF16: return &bf16;
+    case GgmlType::Q8_0: return &q8_0;
+    case GgmlType::Q4_K: return &q4_k;
+    case GgmlType::Q5_K: return &q5_k;
+    case GgmlType::Q6_K: return &q6_k;
+    default: return nullptr;
+  }
+}
+
+bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
+
+}  // namespace
+
+bool matvec_supported(GgmlType t) { return layout_of(t) != nullptr; }
+
+MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_items,
+                           const MatvecConfig& want) {
+  const TypeLayout* L = layout_of(t);
+  if (!L) throw Error(std::string("no GPU matvec for weight type ") + type_name(t));
+  MatvecConfig c = want;
+  const uint32_t sg = std::max<uint32_t>(dev.subgroup_size, 1);
+  if (c.subgroup < 0) c.subgroup = (dev.subgroup_arithmetic && dev.subgroup_shuffle) ? 1 : 0;
+  const uint32_t units = std::max<uint32_t>(ncols / L->qk * L->units_per_block, 1);
+  if (c.threads_per_row == 0) {
+    // Fewest idle lanes over the row's units; ties go to more lanes.
+    double best = -1;
+    for (uint32_t tpr : {8u, 16u, 32u}) {
+      const double eff = double(units) / (tpr * ((units + tpr - 1) / tpr));
+      if (eff >= best) {
+        best = eff;
+        c.threads_per_row = tpr;
+      }
+    }
+  }
+  if (c.workgroup == 0) c.workgroup = std::max<uint32_t>({64u, sg, c.threads_per_row});
+  if (c.rows_per_thread == 0) {
+    // Reuse x over up to 4 rows while keeping enough workgroups to fill the GPU.
+    const uint64_t groups = c.workgroup / c.threads_per_row;
+    c.rows_per_thread = 4;
+    while (c.rows_per_thread > 1 &&
+           uint64_t(n_items) * ((nrows + groups * c.rows_per_thread - 1) / (groups * c.rows_per_thread)) < 512)
+      c.rows_per_thread /= 2;
+  }
+  if (!pow2(c.threads_per_row) || !pow2(c.workgroup) || c.threads_per_row > c.workgroup || c.workgroup > 256 ||
+      c.rows_per_thread < 1 || c.rows_per_thread > 4 || c.workgroup > dev.max_workgroup_invocations)
+    throw Error("invalid matvec configuration: workgroup " + std::to_string(c.workgroup) + ", threads/row " +
+                std::to_string(c.threads_per_row) + ", rows/thread " + std::to_string(c.rows_per_thread));
+  // Subgroup reductions assume full subgroups that tile the workgroup.
+  if (c.subgroup && (c.workgroup % sg != 0 || !pow2(sg))) c.subgroup = 0;
+  return c;
+}
+
+namespace {
+
+void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
+  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: matvec ") + what + " binding is empty");
+  if (end_bytes > b.range)
+    throw Error(std::string("internal error: matvec ") + what + " needs " + std::to_string(end_bytes) +
+                " bytes but its binding covers " + std::to_string(b.range));
+  if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: matvec ") + what + " range exceeds 4 GiB");
+}
+
+void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const MatvecConfig& want) {
+  const TypeLayout* L = layout_of(a.type);
+  if (!L) throw Error(std::string("no GPU matvec for weight type ") + type_name(a.type));
+  if (a.ncols == 0 || a.nrows == 0 || a.ncols % L->qk != 0 || a.ncols % 8 != 0)
+    throw Error("matvec: ncols " + std::to_string(a.ncols) + " is not a positive multiple of " +
+                std::to_string(std::max<uint32_t>(L->qk, 8)) + " for " + type_name(a.type));
+  if ((a.w.offset + a.w_offset) % L->align != 0)
+    throw Error(std::string("internal error: matvec weights of type ") + type_name(a.type) + " must be " +
+                std::to_string(L->align) + "-byte aligned");
+  const uint32_t n_items = ids ? ids->n_ids : 1;
+  if (n_items == 0) return;
+  const uint64_t row_bytes = uint64_t(a.ncols / L->qk) * L->block_bytes;
+  const uint64_t matrix_bytes = row_bytes * a.nrows;
+  uint64_t w_end = a.w_offset + matrix_bytes;
+  uint64_t x_end = uint64_t(a.x_offset) + a.ncols, y_end = uint64_t(a.y_offset) + a.nrows;
+  if (a.x_offset % 4 != 0) throw Error("internal error: matvec x_offset must be a multiple of 4");
+  if (ids) {
+    if (ids->n_experts == 0) throw Error("internal error: matvec_ids with n_experts = 0");
+    if (ids->x_stride % 4 != 0) throw Error("internal error: matvec_ids x_stride must be a multiple of 4");
+    if (ids->expert_stride % L->align != 0)
+      throw Error("internal error: matvec_ids expert_stride breaks the weight alignment");
+    w_end = a.w_offset + (ids->n_experts - 1) * ids->expert_stride + matrix_bytes;
+    x_end += uint64_t(ids->x_stride) * (n_items - 1);
+    y_end += uint64_t(ids->y_stride) * (n_items - 1);
+    check_range("ids", ids->ids, (uint64_t(ids->ids_offset) + n_items) * 4);
+  }
+  check_range("weights", a.w, w_end);
+  check_range("x", a.x, x_end * 4);
+  check_range("y", a.y, y_end * 4);
+
+  Context& ctx = rec.context();
+  const DeviceInfo& dev = ctx.info();
+  const MatvecConfig c = matvec_config(dev, a.type, a.ncols, a.nrows, n_items, want);
+  const uint32_t rows_per_wg = c.workgroup / c.threads_per_row * c.rows_per_thread;
+  const uint32_t row_blocks = (a.nrows + rows_per_wg - 1) / rows_per_wg;
+  uint32_t gx = row_blocks, gz = 1;
+  const uint32_t max_x = dev.max_workgroup_count[0];
+  if (gx > max_x) {
+    gz = (row_blocks + max_x - 1) / max_x;
+    gx = (row_blocks + gz - 1) / gz;
+  }
+  if (n_items > dev.max_workgroup_count[1]) throw Error("internal error: matvec_ids with too many items");
+
+  MatvecPush push{};
+  push.ncols = a.ncols;
+  push.nrows = a.nrows;
+  push.w_offset = static_cast<uint32_t>(a.w_offset);
+  push.x_offset = a.x_offset;
+  push.y_offset = a.y_offset;
+  push.accumulate = a.accumulate ? 1 : 0;
+  push.row_blocks = row_blocks;
+  const std::vector<uint32_t> spec{c.workgroup, c.threads_per_row, c.rows_per_thread,
+                                   static_cast<uint32_t>(c.subgroup)};
+  if (ids) {
+    push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
+    push.n_experts = ids->n_experts;
+    push.ids_offset = ids->ids_offset;
+    push.x_stride = ids->x_stride;
+    push.y_stride = ids->y_stride;
+    const Pipeline& p = ctx.pipeline(std::string("matvec_ids_") + L->suffix, 4, sizeof(MatvecPush), spec);
+    rec.dispatch(p, {a.w, a.x, a.y, ids->ids}, push, gx, n_items, gz);
+  } else {
+    const Pipeline& p = ctx.pipeline(std::string("matvec_") + L->suffix, 3, sizeof(MatvecPush), spec);
+    rec.dispatch(p, {a.w, a.x, a.y}, push, gx, 1, gz);
+  }
+}
+
+}  // namespace
+
+void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg) { record(rec, a, nullptr, cfg); }
+
+void record_matvec_ids(Recorder& rec, const MatvecIdsArgs& a, const MatvecConfig& cfg) { record(rec, a, &a, cfg); }
+
+}  // namespace vkmoe::vk

@@ -1,0 +1,66 @@
+#pragma once
+// GPU matrix-vector products over ggml-layout weights (shaders/matvec.comp):
+//   y[r] = (accumulate ? y[r] : 0) + sum_i W[r][i] * x[i]
+// W rows are row_bytes(type, ncols) bytes (ggml blocks), x and y are f32.
+#include <cstdint>
+
+#include "cpu/quant.h"
+#include "engine/vk_runtime.h"
+
+namespace vkmoe::vk {
+
+// Weight types with a GPU matvec: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K.
+bool matvec_supported(GgmlType t);
+
+// Launch shape; 0 / -1 fields are chosen automatically (recommended).
+struct MatvecConfig {
+  uint32_t workgroup = 0;        // threads per workgroup
+  uint32_t threads_per_row = 0;  // lanes sharing one row (power of 2, <= workgroup)
+  uint32_t rows_per_thread = 0;  // 1..4 rows each lane works on at once
+  int subgroup = -1;             // 1: subgroup reductions, 0: shared memory only
+};
+
+struct MatvecArgs {
+  GgmlType type = GgmlType::F32;
+  uint32_t ncols = 0, nrows = 0;  // ncols multiple of the block size (and of 8)
+  // Weights: binding w, matrix starting w_offset bytes into it. Alignment of
+  // (binding offset + w_offset): 16 bytes for F32/F16/BF16/Q4_K/Q5_K, 2 for Q8_0/Q6_K.
+  BufferRange w;
+  uint64_t w_offset = 0;
+  BufferRange x;          // f32; x_offset (floats) must be a multiple of 4
+  uint32_t x_offset = 0;
+  BufferRange y;          // f32
+  uint32_t y_offset = 0;
+  bool accumulate = false;
+};
+
+// MoE variant: for j in [0, n_ids): e = ids[ids_offset + j] (int32); if
+// 0 <= e < n_experts, y[y_offset + j*y_stride + r] (+)= W_e[r] . x[x_offset +
+// j*x_stride ..], with W_e at w_offset + e*expert_stride bytes; otherwise
+// item j is skipped (its y is left untouched). x_stride 0 = shared input.
+struct MatvecIdsArgs : MatvecArgs {
+  BufferRange ids;
+  uint32_t ids_offset = 0;  // int32 elements
+  uint32_t n_ids = 0;
+  uint32_t n_experts = 0;
+  uint64_t expert_stride = 0;  // bytes between experts (usually nrows * row_bytes)
+  uint32_t x_stride = 0, y_stride = 0;  // floats; x_stride multiple of 4
+};
+
+// Push-constant block shared by both variants (must match matvec.comp).
+struct MatvecPush {
+  uint32_t ncols, nrows, w_offset, x_offset, y_offset, accumulate;
+  uint32_t row_blocks;  // workgroups along the rows
+  uint32_t expert_stride, n_experts, ids_offset, x_stride, y_stride;
+};
+
+// The configuration record_matvec* would use (after resolving the 0 fields).
+MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, uint32_t nrows,
+                           uint32_t n_items, const MatvecConfig& want = {});
+
+// Record one dispatch. Throw Error for unsupported types, shapes or alignment.
+// No barrier is recorded: call rec.barrier() before reading y.
+void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg = {});
+void record_matvec_ids(Recorder& rec, const MatvecIdsArgs& a, const MatvecConfig& cfg = {});
+
+}  // namespace vkmoe::vk

@@ -1,0 +1,310 @@
+// GPU matvec shaders vs. the scalar reference dot_row_f32 (runs on lavapipe).
+// Tolerance per row: 1e-4 * sum_i |w_i x_i| + 1e-5 (f32 sums in another order).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "cpu/quant.h"
+#include "engine/vk_matvec.h"
+#include "engine/vk_runtime.h"
+#include "tools/bench_shaders.h"
+
+using namespace vkmoe;
+using namespace vkmoe::vk;
+
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+Context& shared_context() {
+  static std::unique_ptr<Context> ctx = Context::create();
+  return *ctx;
+}
+
+// A random quantized matrix: its bytes, and each row's dequantized values.
+struct QMatrix {
+  GgmlType type;
+  uint32_t ncols = 0, nrows = 0;
+  size_t row_bytes = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // nrows * ncols
+};
+
+QMatrix random_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows) {
+  QMatrix m{t, ncols, nrows, row_bytes(t, ncols), {}, {}};
+  m.bytes.resize(m.row_bytes * nrows);
+  m.deq.resize(size_t(ncols) * nrows);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> scale(0.05f, 3.f);
+  std::vector<float> row(ncols);
+  for (uint32_t r = 0; r < nrows; ++r) {
+    const float s = scale(rng), bias = 0.3f * nd(rng);  // varied scales and offsets per row
+    for (auto& v : row) v = s * nd(rng) + bias;
+    quantize_row(t, row.data(), m.bytes.data() + r * m.row_bytes, ncols);
+    dequantize_row(t, m.bytes.data() + r * m.row_bytes, m.deq.data() + size_t(r) * ncols, ncols);
+  }
+  return m;
+}
+
+// Reference for one row: value and the tolerance scale sum |w_i x_i|.
+void reference_row(const QMatrix& m, uint32_t r, const float* x, float& value, double& mag) {
+  value = dot_row_f32(m.type, m.bytes.data() + r * m.row_bytes, x, m.ncols);
+  mag = 0;
+  for (uint32_t i = 0; i < m.ncols; ++i) mag += std::fabs(double(m.deq[size_t(r) * m.ncols + i]) * x[i]);
+}
+
+std::string config_name(const MatvecConfig& c) {
+  return "wg=" + std::to_string(c.workgroup) + " tpr=" + std::to_string(c.threads_per_row) +
+         " rpt=" + std::to_string(c.rows_per_thread) + " sg=" + std::to_string(c.subgroup);
+}
+
+// Runs one plain matvec at the given offsets and checks every row.
+void check_matvec(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, bool accumulate,
+                  const MatvecConfig& cfg) {
+  Context& ctx = shared_context();
+  const MatvecConfig used = matvec_config(ctx.info(), t, ncols, nrows, 1, cfg);
+  SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) +
+               (accumulate ? " accumulate " : " ") + config_name(used));
+  const QMatrix m = random_matrix(rng, t, ncols, nrows);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const uint32_t w_off = 48, x_off = 12, y_off = 5;  // non-zero, aligned offsets
+  std::vector<float> x(x_off + ncols), y0(y_off + nrows + 3);
+  for (auto& v : x) v = nd(rng);
+  for (auto& v : y0) v = nd(rng);
+
+  Buffer wb = ctx.create_buffer(w_off + m.bytes.size(), MemoryKind::Device, "w");
+  Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
+  Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
+  ctx.write_buffer(wb, w_off, m.bytes.data(), m.bytes.size());
+  ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
+  ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
+
+  MatvecArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.w = BufferRange(wb);
+  a.w_offset = w_off;
+  a.x = BufferRange(xb);
+  a.x_offset = x_off;
+  a.y = BufferRange(yb);
+  a.y_offset = y_off;
+  a.accumulate = accumulate;
+  Recorder rec(ctx);
+  rec.begin();
+  record_matvec(rec, a, cfg);
+  rec.submit().wait();
+  std::vector<float> y(y0.size());
+  ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+
+  for (uint32_t i = 0; i < y_off; ++i) ASSERT_EQ(y[i], y0[i]) << "y before the output was modified";
+  for (uint32_t i = y_off + nrows; i < y.size(); ++i) ASSERT_EQ(y[i], y0[i]) << "y after the output was modified";
+  for (uint32_t r = 0; r < nrows; ++r) {
+    float ref;
+    double mag;
+    reference_row(m, r, x.data() + x_off, ref, mag);
+    const double expect = double(ref) + (accumulate ? y0[y_off + r] : 0.0);
+    ASSERT_NEAR(y[y_off + r], expect, 1e-4 * (mag + (accumulate ? std::fabs(y0[y_off + r]) : 0.0)) + 1e-5)
+        << "row " << r;
+  }
+}
+
+class ShaderMatvec : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+  }
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+};
+
+}  // namespace
+
+// Automatic launch configuration over several shapes (rows not a multiple of
+// any workgroup's rows; ncols 256..4096).
+TEST_P(ShaderMatvec, Shapes) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  const std::pair<uint32_t, uint32_t> shapes[] = {{256, 37}, {768, 69}, {2048, 130}, {4096, 19}};
+  bool acc = false;
+  for (auto [ncols, nrows] : shapes) {
+    check_matvec(rng_, t, ncols, nrows, acc, {});
+    acc = !acc;
+  }
+}
+
+// Forced configurations covering each reduction path: shuffle (lanes per row
+// below the subgroup size), subgroupAdd (equal), subgroupAdd + shared partials
+// (above) and the shared-memory tree; 1..4 rows per lane.
+TEST_P(ShaderMatvec, Configs) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  const uint32_t sg = shared_context().info().subgroup_size;
+  std::vector<MatvecConfig> cfgs = {
+      {64, 4, 3, 1}, {64, 16, 2, 0}, {128, 32, 4, 1}, {256, 8, 1, 0}, {64, 64, 2, 1}, {32, 32, 1, 1}};
+  if (sg >= 2 && sg <= 64) cfgs.push_back({std::max<uint32_t>(64, sg), sg, 2, 1});
+  for (const auto& c : cfgs) check_matvec(rng_, t, 1024, 45, true, c);
+}
+
+// MoE variant: skipped ids (negative and out of range), shared and per-item
+// x, accumulate; skipped items leave y untouched.
+TEST_P(ShaderMatvec, IndexedExperts) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  Context& ctx = shared_context();
+  const uint32_t ncols = 512, nrows = 70, n_experts = 6;
+  std::vector<QMatrix> experts;
+  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(random_matrix(rng_, t, ncols, nrows));
+  const size_t ebytes = experts[0].bytes.size();
+  const size_t stride = (ebytes + 15) / 16 * 16 + 16;  // padded expert stride
+  const uint32_t w_off = 32;
+  Buffer wb = ctx.create_buffer(w_off + stride * n_experts, MemoryKind::Device, "experts");
+  for (uint32_t e = 0; e < n_experts; ++e) ctx.write_buffer(wb, w_off + e * stride, experts[e].bytes.data(), ebytes);
+
+  const std::vector<int32_t> ids = {-7, 3, 0, int32_t(n_experts), 5, 3, -1, 1};
+  const uint32_t n_ids = static_cast<uint32_t>(ids.size()), ids_off = 2;
+  std::vector<int32_t> ids_buf(ids_off, 99);
+  ids_buf.insert(ids_buf.end(), ids.begin(), ids.end());
+  Buffer ib = ctx.create_buffer(ids_buf.size() * 4, MemoryKind::Device, "ids");
+  ctx.write_buffer(ib, 0, ids_buf.data(), ids_buf.size() * 4);
+
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (bool shared_x : {true, false}) {
+    for (bool accumulate : {false, true}) {
+      SCOPED_TRACE(std::string(type_name(t)) + (shared_x ? " shared x" : " per-item x") +
+                   (accumulate ? " accumulate" : ""));
+      const uint32_t x_off = 8, x_stride = shared_x ? 0 : ncols + 4, y_off = 3, y_stride = nrows + 2;
+      std::vector<float> x(x_off + ncols + x_stride * n_ids), y0(y_off + y_stride * n_ids);
+      for (auto& v : x) v = nd(rng_);
+      for (auto& v : y0) v = nd(rng_);
+      Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
+      Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
+      ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
+      ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
+
+      MatvecIdsArgs a;
+      a.type = t;
+      a.ncols = ncols;
+      a.nrows = nrows;
+      a.w = BufferRange(wb);
+      a.w_offset = w_off;
+      a.x = BufferRange(xb);
+      a.x_offset = x_off;
+      a.y = BufferRange(yb);
+      a.y_offset = y_off;
+      a.accumulate = accumulate;
+      a.ids = BufferRange(ib);
+      a.ids_offset = ids_off;
+      a.n_ids = n_ids;
+      a.n_experts = n_experts;
+      a.expert_stride = stride;
+      a.x_stride = x_stride;
+      a.y_stride = y_stride;
+      Recorder rec(ctx);
+      rec.begin();
+      record_matvec_ids(rec, a);
+      rec.submit().wait();
+      std::vector<float> y(y0.size());
+      ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+
+      std::vector<bool> written(y.size(), false);
+      for (uint32_t j = 0; j < n_ids; ++j) {
+        const int e = ids[j];
+        if (e < 0 || e >= int(n_experts)) continue;
+        const float* xj = x.data() + x_off + j * x_stride;
+        for (uint32_t r = 0; r < nrows; ++r) {
+          const size_t yi = y_off + size_t(j) * y_stride + r;
+          written[yi] = true;
+          float ref;
+          double mag;
+          reference_row(experts[e], r, xj, ref, mag);
+          const double expect = double(ref) + (accumulate ? y0[yi] : 0.0);
+          ASSERT_NEAR(y[yi], expect, 1e-4 * (mag + (accumulate ? std::fabs(y0[yi]) : 0.0)) + 1e-5)
+              << "item " << j << " expert " << e << " row " << r;
+        }
+      }
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (!written[i]) {
+          ASSERT_EQ(y[i], y0[i]) << "y[" << i << "] changed but belongs to no computed row";
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ShaderMatvec, ShaderMatvec, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
+
+TEST(ShaderMatvecErrors, RejectsBadArguments) {
+  Context& ctx = shared_context();
+  Buffer wb = ctx.create_buffer(1 << 16, MemoryKind::Device, "w");
+  Buffer xb = ctx.create_buffer(4096, MemoryKind::Device, "x");
+  Buffer yb = ctx.create_buffer(4096, MemoryKind::Device, "y");
+  Recorder rec(ctx);
+  rec.begin();
+  MatvecArgs a;
+  a.type = GgmlType::Q4_K;
+  a.ncols = 256;
+  a.nrows = 4;
+  a.w = BufferRange(wb);
+  a.x = BufferRange(xb);
+  a.y = BufferRange(yb);
+  EXPECT_NO_THROW(record_matvec(rec, a));
+  MatvecArgs bad = a;
+  bad.ncols = 200;  // not a multiple of the block size
+  EXPECT_THROW(record_matvec(rec, bad), Error);
+  bad = a;
+  bad.w_offset = 8;  // Q4_K needs 16-byte alignment
+  EXPECT_THROW(record_matvec(rec, bad), Error);
+  bad = a;
+  bad.nrows = 1000;  // past the end of the weights
+  EXPECT_THROW(record_matvec(rec, bad), Error);
+  bad = a;
+  bad.type = GgmlType::Q2_K;
+  EXPECT_THROW(record_matvec(rec, bad), Error);
+  EXPECT_FALSE(matvec_supported(GgmlType::Q2_K));
+  EXPECT_TRUE(matvec_supported(GgmlType::Q6_K));
+  rec.submit().wait();
+}
+
+// The shader microbenchmark on tiny settings: it must print a positive,
+// finite bandwidth and one sane row per kernel.
+TEST(ShaderMatvecBench, PrintsSaneNumbers) {
+  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,q4_k_ids", "--shapes", "512x40,1024x16",
+                                   "--iters",       "3",         "--bw-mib", "8", "--pool-mib", "1", "--experts", "16"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  ::testing::internal::CaptureStdout();
+  const int rc = vkmoe::bench_shaders_main(static_cast<int>(argv.size()), argv.data());
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  double bw = -1;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("read bandwidth:", 0) == 0) bw = std::stod(line.substr(15));
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    for (std::string t; ls >> t;) tok.push_back(t);
+    if (tok.size() != 7 || (tok[0] != "q4_k" && tok[0] != "q6_k" && tok[0] != "f16" && tok[0] != "q4_k_ids")) continue;
+    ++rows;
+    for (int i = 3; i < 7; ++i) {
+      const double v = std::stod(tok[i]);
+      EXPECT_TRUE(std::isfinite(v) && v > 0) << line;
+    }
+  }
+  EXPECT_TRUE(std::isfinite(bw) && bw > 0) << out;
+  EXPECT_EQ(rows, 3 * 2 + 1) << out;
+  std::vector<std::string> bad = {"bench-shaders", "--kernels", "q3_k"};
+  std::vector<char*> bargv;
+  for (auto& a : bad) bargv.push_back(a.data());
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(vkmoe::bench_shaders_main(static_cast<int>(bargv.size()), bargv.data()), 1);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("unknown kernel"), std::string::npos);
+}

@@ -1,0 +1,404 @@
+#include "tools/bench_shaders.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu/quant.h"
+#include "engine/common.h"
+#include "engine/vk_matvec.h"
+#include "engine/vk_runtime.h"
+
+namespace vkmoe {
+namespace {
+
+using namespace vk;
+
+struct Options {
+  int device = -1;
+  std::vector<std::string> kernels = {"q4_k", "q5_k", "q6_k", "q8_0", "f16", "bf16", "f32", "q4_k_ids"};
+  std::vector<std::pair<uint32_t, uint32_t>> shapes = {{2048, 768}, {768, 2048}, {2048, 4096}, {151936, 2048}};
+  int iters = 50;
+  uint64_t bw_mib = 1024;
+  uint64_t pool_mib = 512;
+  uint32_t experts = 128;
+  bool sweep = false;
+  bool has_config = false;
+  MatvecConfig config;
+};
+
+const char* kUsage =
+    "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_k_ids]\n"
+    "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
+    "                           [--experts N] [--config WG:TPR:RPT:SG] [--sweep]\n";
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+uint64_t parse_uint(const std::string& s, const char* what) {
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0') throw Error(std::string("bench-shaders: bad ") + what + " '" + s + "'");
+  return v;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw Error("bench-shaders: " + a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--device") {
+      o.device = static_cast<int>(parse_uint(value(), "device"));
+    } else if (a == "--kernels") {
+      o.kernels = split(value(), ',');
+    } else if (a == "--shapes") {
+      o.shapes.clear();
+      for (const auto& s : split(value(), ',')) {
+        const auto parts = split(s, 'x');
+        if (parts.size() != 2) throw Error("bench-shaders: bad shape '" + s + "' (want NCOLSxNROWS)");
+        o.shapes.emplace_back(static_cast<uint32_t>(parse_uint(parts[0], "shape")),
+                              static_cast<uint32_t>(parse_uint(parts[1], "shape")));
+      }
+    } else if (a == "--iters") {
+      o.iters = static_cast<int>(std::max<uint64_t>(1, parse_uint(value(), "iteration count")));
+    } else if (a == "--bw-mib") {
+      o.bw_mib = std::max<uint64_t>(1, parse_uint(value(), "size"));
+    } else if (a == "--pool-mib") {
+      o.pool_mib = std::max<uint64_t>(1, parse_uint(value(), "size"));
+    } else if (a == "--experts") {
+      o.experts = static_cast<uint32_t>(std::max<uint64_t>(8, parse_uint(value(), "expert count")));
+    } else if (a == "--config") {
+      const auto parts = split(value(), ':');
+      if (parts.size() != 4) throw Error("bench-shaders: --config wants WG:TPR:RPT:SG");
+      o.config.workgroup = static_cast<uint32_t>(parse_uint(parts[0], "config"));
+      o.config.threads_per_row = static_cast<uint32_t>(parse_uint(parts[1], "config"));
+      o.config.rows_per_thread = static_cast<uint32_t>(parse_uint(parts[2], "config"));
+      o.config.subgroup = static_cast<int>(parse_uint(parts[3], "config"));
+      o.has_config = true;
+    } else if (a == "--sweep") {
+      o.sweep = true;
+    } else if (a == "--help" || a == "-h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else {
+      throw Error("bench-shaders: unknown option '" + a + "'\n" + kUsage);
+    }
+  }
+  return o;
+}
+
+bool kernel_type(const std::string& name, GgmlType& t);
+
+void validate_kernels(const Options& o) {
+  GgmlType t;
+  for (const auto& k : o.kernels)
+    if (k != "q4_k_ids" && !kernel_type(k, t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
+  if (o.kernels.empty() || o.shapes.empty()) throw Error(std::string("bench-shaders: nothing to run\n") + kUsage);
+}
+
+bool kernel_type(const std::string& name, GgmlType& t) {
+  static const std::pair<const char*, GgmlType> names[] = {
+      {"f32", GgmlType::F32},   {"f16", GgmlType::F16},   {"bf16", GgmlType::BF16}, {"q8_0", GgmlType::Q8_0},
+      {"q4_k", GgmlType::Q4_K}, {"q5_k", GgmlType::Q5_K}, {"q6_k", GgmlType::Q6_K}};
+  for (const auto& [n, ty] : names)
+    if (name == n) {
+      t = ty;
+      return true;
+    }
+  return false;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Fills `bytes` of dst (from offset 0) with rows of random weights of type t
+// (a few distinct quantized rows, tiled), through the async uploader.
+void fill_weights(Context& ctx, Uploader& upl, const Buffer& dst, uint64_t bytes, GgmlType t, uint32_t ncols,
+                  std::mt19937& rng) {
+  const size_t rb = row_bytes(t, ncols);
+  const int distinct = 16;
+  std::vector<uint8_t> rows(rb * distinct);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> f(ncols);
+  for (int r = 0; r < distinct; ++r) {
+    for (auto& v : f) v = nd(rng);
+    quantize_row(t, f.data(), rows.data() + r * rb, ncols);
+  }
+  const uint64_t chunk = std::max<uint64_t>(rb, (8ull << 20) / rb * rb);
+  std::vector<uint8_t> host(std::min<uint64_t>(chunk, round_up(bytes, rb)));
+  for (size_t i = 0; i < host.size(); ++i) host[i] = rows[i % rows.size()];
+  for (uint64_t off = 0; off < bytes; off += host.size())
+    upl.enqueue(dst, off, host.data(), std::min<uint64_t>(host.size(), bytes - off));
+  upl.flush().wait();
+}
+
+struct Row {
+  std::string kernel, shape, config;
+  double mib = 0, us = 0, gbps = 0, pct = 0;
+};
+
+void print_row(const Row& r) {
+  std::printf("%-10s %-14s %-14s %10.4f %10.2f %10.2f %7.1f\n", r.kernel.c_str(), r.shape.c_str(), r.config.c_str(),
+              r.mib, r.us, r.gbps, r.pct);
+  std::fflush(stdout);
+}
+
+std::string config_str(const MatvecConfig& c) {
+  return std::to_string(c.workgroup) + "/" + std::to_string(c.threads_per_row) + "/" +
+         std::to_string(c.rows_per_thread) + "/" + std::to_string(c.subgroup);
+}
+
+// Best-of-runs read bandwidth in GB/s over a buffer of `bytes`.
+double measure_bandwidth(Context& ctx, uint64_t bytes, int runs) {
+  const DeviceInfo& dev = ctx.info();
+  bytes = std::min<uint64_t>({bytes, dev.max_storage_buffer_range, dev.max_allocation_bytes,
+                              uint64_t(UINT32_MAX) * 16});
+  bytes = bytes / 16 * 16;
+  Buffer src = ctx.create_buffer(bytes, MemoryKind::Device, "bandwidth probe");
+  Buffer dst = ctx.create_buffer(1024 * 4, MemoryKind::Device, "bandwidth sink");
+  const uint32_t wg = std::min<uint32_t>(256, dev.max_workgroup_invocations), unroll = 8;
+  const Pipeline& p = ctx.pipeline("bandwidth", 2, 8, {wg, unroll});
+  const uint64_t n_vec4 = bytes / 16;
+  const uint64_t groups = (n_vec4 + uint64_t(wg) * unroll - 1) / (uint64_t(wg) * unroll);
+  uint32_t gx = static_cast<uint32_t>(std::min<uint64_t>(groups, dev.max_workgroup_count[0]));
+  const uint32_t gz = static_cast<uint32_t>((groups + gx - 1) / gx);
+  struct {
+    uint32_t n_vec4, sentinel;
+  } push{static_cast<uint32_t>(n_vec4), 0x9E3779B9u};
+  TimestampPool ts(ctx, 2 * runs);
+  Recorder rec(ctx);
+  rec.begin();
+  rec.fill(src, 0, bytes, 0x01234567u);
+  rec.reset_timestamps(ts, 0, 2 * runs);
+  for (int i = 0; i < runs; ++i) {
+    rec.barrier();
+    rec.timestamp(ts, 2 * i);
+    rec.dispatch(p, {BufferRange(src), BufferRange(dst)}, push, gx, 1, gz);
+    rec.timestamp(ts, 2 * i + 1);
+  }
+  rec.submit().wait();
+  const auto ns = ts.read_ns(0, 2 * runs);
+  double best = 1e300;
+  for (int i = 0; i < runs; ++i) best = std::min(best, ns[2 * i + 1] - ns[2 * i]);
+  return bytes / std::max(best, 1e-3);  // bytes per ns = GB/s
+}
+
+// Times `iters` matvecs, rotating through slots of a weight pool.
+Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows, const Options& o,
+                 const MatvecConfig& cfg, double bw, std::mt19937& rng) {
+  const DeviceInfo& dev = ctx.info();
+  Row row;
+  row.kernel = kernel;
+  row.shape = std::to_string(ncols) + "x" + std::to_string(nrows);
+  const uint64_t bytes = row_bytes(t, ncols) * nrows;
+  if (bytes > dev.max_storage_buffer_range) {
+    std::printf("%-10s %-14s skipped: %.0f MiB exceeds the device's storage range\n", row.kernel.c_str(),
+                row.shape.c_str(), bytes / 1048576.0);
+    return row;
+  }
+  const uint64_t align = std::max<uint64_t>(256, dev.min_storage_offset_alignment);
+  const uint64_t stride = round_up(bytes, align);
+  const uint64_t free_bytes = ctx.memory_budget().free();
+  uint64_t slots = std::max<uint64_t>(2, (o.pool_mib << 20) / stride);
+  slots = std::min<uint64_t>(slots, std::max<uint64_t>(1, dev.max_allocation_bytes / stride));
+  if (free_bytes) slots = std::min<uint64_t>(slots, std::max<uint64_t>(1, free_bytes / 2 / stride));
+  slots = std::min<uint64_t>(slots, static_cast<uint64_t>(o.iters));
+  slots = std::max<uint64_t>(slots, 1);
+  Buffer pool = ctx.create_buffer(stride * slots, MemoryKind::Device, "bench weights");
+  fill_weights(ctx, upl, pool, stride * slots, t, ncols, rng);
+  std::vector<float> x(ncols);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : x) v = nd(rng);
+  Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench x");
+  Buffer yb = ctx.create_buffer(uint64_t(nrows) * 4, MemoryKind::Device, "bench y");
+  upl.upload(xb, 0, x.data(), x.size() * 4).wait();
+
+  const int warm = 2, n = o.iters + warm;
+  TimestampPool ts(ctx, 2 * n);
+  Recorder rec(ctx);
+  rec.begin();
+  rec.reset_timestamps(ts, 0, 2 * n);
+  MatvecArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.x = BufferRange(xb);
+  a.y = BufferRange(yb);
+  for (int i = 0; i < n; ++i) {
+    a.w = BufferRange(pool, (i % slots) * stride, stride);
+    rec.barrier();
+    rec.timestamp(ts, 2 * i);
+    record_matvec(rec, a, cfg);
+    rec.timestamp(ts, 2 * i + 1);
+  }
+  rec.submit().wait();
+  const auto ns = ts.read_ns(0, 2 * n);
+  std::vector<double> times;
+  for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
+  const double t_ns = std::max(median(times), 1e-3);
+  row.config = config_str(matvec_config(dev, t, ncols, nrows, 1, cfg));
+  row.mib = bytes / 1048576.0;
+  row.us = t_ns / 1000.0;
+  row.gbps = bytes / t_ns;
+  row.pct = 100.0 * row.gbps / bw;
+  print_row(row);
+  return row;
+}
+
+// Indexed-expert matvec: 8 random distinct experts of a stack of o.experts
+// 2048x768 Q4_K experts (x shared), fresh ids for every iteration.
+Row bench_ids(Context& ctx, Uploader& upl, const Options& o, const MatvecConfig& cfg, double bw, std::mt19937& rng) {
+  const DeviceInfo& dev = ctx.info();
+  const GgmlType t = GgmlType::Q4_K;
+  const uint32_t ncols = 2048, nrows = 768, used = 8;
+  const uint64_t ebytes = row_bytes(t, ncols) * nrows, stack = ebytes * o.experts;
+  Row row;
+  row.kernel = "q4_k_ids";
+  row.shape = "2048x768:8/" + std::to_string(o.experts);
+  if (stack > dev.max_storage_buffer_range) {
+    std::printf("%-10s %-14s skipped: stack exceeds the device's storage range\n", row.kernel.c_str(),
+                row.shape.c_str());
+    return row;
+  }
+  Buffer w = ctx.create_buffer(stack, MemoryKind::Device, "bench expert stack");
+  fill_weights(ctx, upl, w, stack, t, ncols, rng);
+  const int warm = 2, n = o.iters + warm;
+  std::vector<int32_t> ids;
+  std::vector<int32_t> perm(o.experts);
+  for (uint32_t i = 0; i < o.experts; ++i) perm[i] = static_cast<int32_t>(i);
+  for (int i = 0; i < n; ++i) {
+    std::shuffle(perm.begin(), perm.end(), rng);
+    ids.insert(ids.end(), perm.begin(), perm.begin() + used);
+  }
+  std::vector<float> x(ncols);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : x) v = nd(rng);
+  Buffer ib = ctx.create_buffer(ids.size() * 4, MemoryKind::Device, "bench ids");
+  Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench x");
+  Buffer yb = ctx.create_buffer(uint64_t(nrows) * used * 4, MemoryKind::Device, "bench y");
+  upl.enqueue(ib, 0, ids.data(), ids.size() * 4);
+  upl.enqueue(xb, 0, x.data(), x.size() * 4);
+  upl.flush().wait();
+
+  TimestampPool ts(ctx, 2 * n);
+  Recorder rec(ctx);
+  rec.begin();
+  rec.reset_timestamps(ts, 0, 2 * n);
+  MatvecIdsArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.w = BufferRange(w);
+  a.x = BufferRange(xb);
+  a.y = BufferRange(yb);
+  a.ids = BufferRange(ib);
+  a.n_ids = used;
+  a.n_experts = o.experts;
+  a.expert_stride = ebytes;
+  a.x_stride = 0;
+  a.y_stride = nrows;
+  for (int i = 0; i < n; ++i) {
+    a.ids_offset = static_cast<uint32_t>(i * used);
+    rec.barrier();
+    rec.timestamp(ts, 2 * i);
+    record_matvec_ids(rec, a, cfg);
+    rec.timestamp(ts, 2 * i + 1);
+  }
+  rec.submit().wait();
+  const auto ns = ts.read_ns(0, 2 * n);
+  std::vector<double> times;
+  for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
+  const double t_ns = std::max(median(times), 1e-3);
+  const uint64_t bytes = ebytes * used;
+  row.config = config_str(matvec_config(dev, t, ncols, nrows, used, cfg));
+  row.mib = bytes / 1048576.0;
+  row.us = t_ns / 1000.0;
+  row.gbps = bytes / t_ns;
+  row.pct = 100.0 * row.gbps / bw;
+  print_row(row);
+  return row;
+}
+
+std::vector<MatvecConfig> configs_for(const Options& o) {
+  if (o.sweep) {
+    std::vector<MatvecConfig> v;
+    for (uint32_t wg : {64u, 128u, 256u})
+      for (uint32_t tpr : {8u, 16u, 32u})
+        for (uint32_t rpt : {1u, 2u, 4u}) v.push_back({wg, tpr, rpt, 1});
+    return v;
+  }
+  return {o.has_config ? o.config : MatvecConfig{}};
+}
+
+int run(const Options& o) {
+  auto ctx = Context::create(o.device);
+  const DeviceInfo& dev = ctx->info();
+  if (!dev.timestamps) throw Error("bench-shaders: the device has no timestamp support");
+  std::printf("vkmoe bench-shaders on %s (%s %s, Vulkan %s)\n", dev.name.c_str(), dev.driver_name.c_str(),
+              dev.driver_info.c_str(), dev.api_version_string().c_str());
+  std::mt19937 rng(std::random_device{}());
+  const uint64_t free_bytes = ctx->memory_budget().free();
+  uint64_t bw_bytes = o.bw_mib << 20;
+  if (free_bytes) bw_bytes = std::min<uint64_t>(bw_bytes, free_bytes / 4);
+  const double bw = measure_bandwidth(*ctx, bw_bytes, std::max(3, std::min(o.iters, 20)));
+  std::printf("read bandwidth: %.1f GB/s (best of runs over %.0f MiB, GPU timestamps)\n", bw,
+              std::min<double>(bw_bytes, dev.max_storage_buffer_range) / 1048576.0);
+  std::printf("shape = ncols x nrows (input length x output rows); MiB = weight bytes per matvec;\n"
+              "time = median of %d GPU-timestamped runs rotating over weight copies larger than cache;\n"
+              "config = workgroup/threads-per-row/rows-per-thread/subgroup\n",
+              o.iters);
+  std::printf("%-10s %-14s %-14s %10s %10s %10s %7s\n", "kernel", "shape", "config", "MiB", "time_us", "GB/s",
+              "%bw");
+  Uploader upl(*ctx);
+  for (const auto& k : o.kernels) {
+    GgmlType t;
+    if (k == "q4_k_ids") {
+      for (const auto& cfg : configs_for(o)) bench_ids(*ctx, upl, o, cfg, bw, rng);
+      continue;
+    }
+    if (!kernel_type(k, t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
+    for (const auto& [ncols, nrows] : o.shapes) {
+      if (ncols % type_traits(t).block_size != 0) {
+        std::printf("%-10s %ux%u skipped: ncols is not a multiple of %d\n", k.c_str(), ncols, nrows,
+                    type_traits(t).block_size);
+        continue;
+      }
+      for (const auto& cfg : configs_for(o)) bench_matvec(*ctx, upl, k, t, ncols, nrows, o, cfg, bw, rng);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+int bench_shaders_main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    validate_kernels(o);
+    return run(o);
+  } catch (const Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "vkmoe bench-shaders: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace vkmoe
