@@ -102,7 +102,10 @@ class GpuEngine final : public Engine {
   void decode_offload(int32_t token);
   // Offload mode: experts of layer il routed by the host.
   // Returns the recorder to continue in (a fresh one if it had to submit).
-  Recorder* moe_offload(Recorder* r, int il, std::vector<vk::SyncPoint>& waits);
+  Recorder* moe_offload(Recorder* r, int il, bool predict, std::vector<vk::SyncPoint>& waits);
+  // Host work overlapping layer il's GPU experts: admit the previous layer's
+  // misses, then prefetch what is predicted for layer il + 1.
+  void cache_maintenance(int il, bool predict);
   void prefetch(int il, const std::vector<int>& experts);
   void admit(int il, int expert);
   vk::SyncPoint upload_expert(int il, int expert, int slot);
@@ -476,21 +479,7 @@ void GpuEngine::decode_offload(int32_t token) {
     if (predict) r->copy(rlog_, uint64_t(c_.n_expert) * 4, readback_, rb_plog_, uint64_t(c_.n_expert) * 4);
     r->submit(waits).wait();
     waits.clear();
-    // Misses of the previous layer are admitted now that the GPU is done with it.
-    for (auto [l, e] : pending_admit_) admit(l, e);
-    pending_admit_.clear();
-    if (predict) {
-      std::vector<int> ids(c_.n_expert_used);
-      std::vector<float> w(c_.n_expert_used);
-      route_topk(reinterpret_cast<const float*>(readback_.data() + rb_plog_), c_.n_expert, c_.n_expert_used,
-                 false, ids.data(), w.data());
-      predicted_[il + 1] = ids;
-      std::vector<int> want = ids;
-      for (int e : prev_route_[il + 1])
-        if (std::find(want.begin(), want.end(), e) == want.end()) want.push_back(e);
-      prefetch(il + 1, want);
-    }
-    r = moe_offload(&next_recorder(), il, waits);
+    r = moe_offload(&next_recorder(), il, predict, waits);
   }
   if (cpu_out_pending_) {
     axpy(*r, cpu_out_, 0, E, 1, nullptr, 0, 0, x_, 0);
@@ -499,13 +488,11 @@ void GpuEngine::decode_offload(int32_t token) {
   }
   record_output(*r);
   r->submit(waits).wait();
-  for (auto [l, e] : pending_admit_) admit(l, e);
-  pending_admit_.clear();
   ++pos_;
   stats_.add_tokens(1);
 }
 
-Recorder* GpuEngine::moe_offload(Recorder* rp, int il, std::vector<vk::SyncPoint>& waits) {
+Recorder* GpuEngine::moe_offload(Recorder* rp, int il, bool predict, std::vector<vk::SyncPoint>& waits) {
   Recorder& r = *rp;
   const int K = c_.n_expert_used, N = c_.n_expert;
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp;
@@ -520,6 +507,7 @@ Recorder* GpuEngine::moe_offload(Recorder* rp, int il, std::vector<vk::SyncPoint
   std::vector<float> hit_w;
   std::vector<ExpertView> cold;
   std::vector<float> cold_w;
+  std::vector<int> cold_ids;
   const LayerWeights& lw = m_.layers()[il];
   SlruPolicy* cache = il < int(cache_.size()) ? cache_[il].get() : nullptr;
   for (int j = 0; j < K; ++j) {
@@ -532,7 +520,7 @@ Recorder* GpuEngine::moe_offload(Recorder* rp, int il, std::vector<vk::SyncPoint
       cold.push_back({lw.gate_exps.type(), lw.up_exps.type(), lw.down_exps.type(), lw.gate_exps.expert(ids[j]),
                       lw.up_exps.expert(ids[j]), lw.down_exps.expert(ids[j]), c_.n_embd, c_.n_ff_exp});
       cold_w.push_back(w[j]);
-      if (cache && plan_.mode == PlanMode::ExpertCache) pending_admit_.push_back({il, ids[j]});
+      cold_ids.push_back(ids[j]);
     }
   }
   stats_.record_cache(il, hit_slots.size(), cold.size());
@@ -572,16 +560,36 @@ Recorder* GpuEngine::moe_offload(Recorder* rp, int il, std::vector<vk::SyncPoint
     r.barrier();
   }
   record_shared_expert(r, il);
+  // Submit now so the GPU works on the hits while the host computes the misses
+  // and maintains the cache.
+  r.submit(waits);
+  waits.clear();
   if (!cold.empty()) {
-    // The GPU works on the hits (and shared expert) while the CPU computes the misses.
-    r.submit(waits);
-    waits.clear();
     const float* xn = reinterpret_cast<const float*>(readback_.data() + rb_xn_);
     moe_ffn_cpu(cold.data(), cold_w.data(), static_cast<int>(cold.size()), xn, cpu_out_.as<float>(), *pool_);
     cpu_out_pending_ = true;
-    return &next_recorder();
   }
-  return rp;
+  cache_maintenance(il, predict);
+  if (cache && plan_.mode == PlanMode::ExpertCache)
+    for (int e : cold_ids) pending_admit_.push_back({il, e});
+  return &next_recorder();
+}
+
+void GpuEngine::cache_maintenance(int il, bool predict) {
+  // The previous layer's GPU work is complete (this layer's router was read
+  // back after it), so its slots can be refilled.
+  for (auto [l, e] : pending_admit_) admit(l, e);
+  pending_admit_.clear();
+  if (!predict) return;
+  std::vector<int> ids(c_.n_expert_used);
+  std::vector<float> w(c_.n_expert_used);
+  route_topk(reinterpret_cast<const float*>(readback_.data() + rb_plog_), c_.n_expert, c_.n_expert_used, false,
+             ids.data(), w.data());
+  predicted_[il + 1] = ids;
+  std::vector<int> want = ids;
+  for (int e : prev_route_[il + 1])
+    if (std::find(want.begin(), want.end(), e) == want.end()) want.push_back(e);
+  prefetch(il + 1, want);
 }
 
 vk::SyncPoint GpuEngine::upload_expert(int il, int expert, int slot) {

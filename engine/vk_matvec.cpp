@@ -42,29 +42,35 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
   MatvecConfig c = want;
   const uint32_t sg = std::max<uint32_t>(dev.subgroup_size, 1);
   if (c.subgroup < 0) c.subgroup = (dev.subgroup_arithmetic && dev.subgroup_shuffle) ? 1 : 0;
+  // Defaults tuned on an H100 (bench-shaders --sweep): quantized rows do best
+  // with 16 lanes per row and 8 rows per lane (x reused 8 times), float rows
+  // with 32 lanes and 4 rows; fewer rows per lane when the matrix is too small
+  // to fill the GPU, and software-pipelined loads when rows per lane <= 4.
+  const bool quant = L->qk > 8;
   const uint32_t units = std::max<uint32_t>(ncols / L->qk * L->units_per_block, 1);
   if (c.threads_per_row == 0) {
-    // Fewest idle lanes over the row's units; ties go to more lanes.
+    // Fewest idle lanes over the row's units; ties go to the preferred width.
+    const uint32_t preferred = quant ? 16 : 32;
     double best = -1;
-    for (uint32_t tpr : {8u, 16u, 32u}) {
+    for (uint32_t tpr : {4u, 8u, 16u, 32u}) {
       const double eff = double(units) / (tpr * ((units + tpr - 1) / tpr));
-      if (eff >= best) {
-        best = eff;
+      if (eff > best + 1e-9 || (eff > best - 1e-9 && tpr <= preferred)) {
+        best = std::max(best, eff);
         c.threads_per_row = tpr;
       }
     }
   }
-  if (c.workgroup == 0) c.workgroup = std::max<uint32_t>({64u, sg, c.threads_per_row});
+  if (c.workgroup == 0) c.workgroup = std::max<uint32_t>({quant ? 128u : 64u, sg, c.threads_per_row});
   if (c.rows_per_thread == 0) {
-    // Reuse x over up to 4 rows while keeping enough workgroups to fill the GPU.
     const uint64_t groups = c.workgroup / c.threads_per_row;
-    c.rows_per_thread = 4;
+    c.rows_per_thread = quant ? 8 : 4;
     while (c.rows_per_thread > 1 &&
            uint64_t(n_items) * ((nrows + groups * c.rows_per_thread - 1) / (groups * c.rows_per_thread)) < 512)
       c.rows_per_thread /= 2;
   }
+  if (c.prefetch < 0) c.prefetch = c.rows_per_thread <= 4 ? 1 : 0;
   if (!pow2(c.threads_per_row) || !pow2(c.workgroup) || c.threads_per_row > c.workgroup || c.workgroup > 256 ||
-      c.rows_per_thread < 1 || c.rows_per_thread > 4 || c.workgroup > dev.max_workgroup_invocations)
+      c.rows_per_thread < 1 || c.rows_per_thread > 8 || c.workgroup > dev.max_workgroup_invocations)
     throw Error("invalid matvec configuration: workgroup " + std::to_string(c.workgroup) + ", threads/row " +
                 std::to_string(c.threads_per_row) + ", rows/thread " + std::to_string(c.rows_per_thread));
   // Subgroup reductions assume full subgroups that tile the workgroup.
@@ -134,7 +140,7 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   push.accumulate = a.accumulate ? 1 : 0;
   push.row_blocks = row_blocks;
   const std::vector<uint32_t> spec{c.workgroup, c.threads_per_row, c.rows_per_thread,
-                                   static_cast<uint32_t>(c.subgroup)};
+                                   static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0)};
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;

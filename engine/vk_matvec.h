@@ -16,8 +16,9 @@ bool matvec_supported(GgmlType t);
 struct MatvecConfig {
   uint32_t workgroup = 0;        // threads per workgroup
   uint32_t threads_per_row = 0;  // lanes sharing one row (power of 2, <= workgroup)
-  uint32_t rows_per_thread = 0;  // 1..4 rows each lane works on at once
+  uint32_t rows_per_thread = 0;  // 1..8 rows each lane works on at once
   int subgroup = -1;             // 1: subgroup reductions, 0: shared memory only
+  int prefetch = -1;             // 1: load the next unit's weights before computing (default)
 };
 
 struct MatvecArgs {

@@ -2,7 +2,8 @@
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x   for ggml-layout weight rows.
 // Compile-time: WTYPE (weight type, see below), INDEXED (MoE expert variant).
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2),
-// 2 = RPT rows per lane (1..4), 3 = subgroup reductions (1) or shared memory (0).
+// 2 = RPT rows per lane (1..8), 3 = subgroup reductions (1) or shared memory (0),
+// 4 = software-pipelined weight loads (1) or not (0).
 //
 // A row is a sequence of "units": fixed slices of a block that one lane
 // decodes at once (e.g. 32 quants of a Q4_K block). The TPR lanes of a row
@@ -41,14 +42,9 @@
 #define UPB 4
 #define NXV 2
 #define NEED_W16 1
-#elif WTYPE == WT_Q4_K
+#elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
 #define QK 256
-#define BLOCK_BYTES 144
-#define UPB 8
-#define NXV 8
-#elif WTYPE == WT_Q5_K
-#define QK 256
-#define BLOCK_BYTES 176
+#define BLOCK_BYTES (WTYPE == WT_Q4_K ? 144 : 176)
 #define UPB 8
 #define NXV 8
 #elif WTYPE == WT_Q6_K
@@ -70,6 +66,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 32;
 layout(constant_id = 2) const uint RPT = 2;
 layout(constant_id = 3) const uint USE_SUBGROUP = 1;
+layout(constant_id = 4) const uint PREFETCH = 1;
 
 layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 #ifdef NEED_W16
@@ -88,22 +85,35 @@ layout(push_constant) uniform Push {
 } p;
 
 const uint MAX_WG = 256;
-shared float red[MAX_WG * 4];
+const uint MAX_RPT = 8;
+shared float red[MAX_WG * MAX_RPT];
 
-// float(2^23 + byte) for each byte of w: exact integer decode without I2F.
-vec4 magic4(uint w) {
-  return vec4(uintBitsToFloat((w & 0xFFu) | 0x4B000000u), uintBitsToFloat(((w >> 8) & 0xFFu) | 0x4B000000u),
-              uintBitsToFloat(((w >> 16) & 0xFFu) | 0x4B000000u), uintBitsToFloat((w >> 24) | 0x4B000000u));
+// Integer decode without I2F: OR-ing a small integer q into the mantissa of
+// 1.0f at bit 16 gives exactly 1 + q/128 (for q < 128). Dot products then use
+// sum((1 + q/128) x) = sum(x) + sum(q x)/128, where sum(x) depends on x only
+// and is shared by all rows; the cancellation costs at most ~7 bits of the
+// 24 (error ~1e-6 relative), far inside the tolerance.
+float qfloat(uint v, uint mask) { return uintBitsToFloat((v & mask) | 0x3F800000u); }
+
+// sum_k (1 + byte_k(w)/128) * x[k] for a word of 4 small values (< 128, mask
+// selecting the value's bits at bit 16).
+float dot4q(uint w, uint mask, vec4 x, float acc) {
+  acc = fma(qfloat(w << 16, mask), x.x, acc);
+  acc = fma(qfloat(w << 8, mask), x.y, acc);
+  acc = fma(qfloat(w, mask), x.z, acc);
+  return fma(qfloat(w >> 8, mask), x.w, acc);
 }
 
 struct XData {
   vec4 v[NXV];
-  float s0, s1;  // sums of the low/high halves (K-quants with mins)
+  vec4 s;  // per-type sums of x slices (shared by all rows)
 };
 
 #ifdef NEED_W16
 uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
 #endif
+
+float hsum(vec4 a) { return (a.x + a.y) + (a.z + a.w); }
 
 // x slice of unit k of block b; xb = x base in vec4 units.
 XData load_x(uint xb, uint b, uint k) {
@@ -113,26 +123,27 @@ XData load_x(uint xb, uint b, uint k) {
   d.v[0] = x4[xb + e / 4];
   d.v[1] = x4[xb + e / 4 + 1];
 #elif WTYPE == WT_Q8_0
-  const uint e = b * 32 + k * 8;
-  d.v[0] = x4[xb + e / 4];
-  d.v[1] = x4[xb + e / 4 + 1];
+  const uint v = xb + b * 8 + k * 2;
+  d.v[0] = x4[v];
+  d.v[1] = x4[v + 1];
+  d.s.x = hsum(d.v[0] + d.v[1]);
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   // unit k: quants [16*(k&1), +16) of the 32-quant group j = k/2; low nibbles
   // are elements 64j + l, high nibbles 64j + 32 + l.
-  const uint e = b * 256 + (k >> 1) * 64 + (k & 1u) * 16;
+  const uint v = xb + b * 64 + (k >> 1) * 16 + (k & 1u) * 4;
   [[unroll]] for (uint i = 0; i < 4; ++i) {
-    d.v[i] = x4[xb + e / 4 + i];
-    d.v[4 + i] = x4[xb + (e + 32) / 4 + i];
+    d.v[i] = x4[v + i];
+    d.v[4 + i] = x4[v + 8 + i];
   }
-  const vec4 one = vec4(1.0);
-  d.s0 = dot(d.v[0] + d.v[1] + d.v[2] + d.v[3], one);
-  d.s1 = dot(d.v[4] + d.v[5] + d.v[6] + d.v[7], one);
+  d.s.x = hsum((d.v[0] + d.v[1]) + (d.v[2] + d.v[3]));
+  d.s.y = hsum((d.v[4] + d.v[5]) + (d.v[6] + d.v[7]));
 #elif WTYPE == WT_Q6_K
-  // unit k: half n = k/4, positions l = 8*(k&3) .. +8 of its 32-wide quarters.
-  const uint e = b * 256 + (k >> 2) * 128 + (k & 3u) * 8;
+  // unit k: half n = k/4, positions l = 8*(k&3) .. +8 of its 32-wide quarters m.
+  const uint v = xb + b * 64 + (k >> 2) * 32 + (k & 3u) * 2;
   [[unroll]] for (uint m = 0; m < 4; ++m) {
-    d.v[2 * m] = x4[xb + (e + 32 * m) / 4];
-    d.v[2 * m + 1] = x4[xb + (e + 32 * m) / 4 + 1];
+    d.v[2 * m] = x4[v + 8 * m];
+    d.v[2 * m + 1] = x4[v + 8 * m + 1];
+    d.s[m] = hsum(d.v[2 * m] + d.v[2 * m + 1]);
   }
 #endif
   return d;
@@ -141,69 +152,51 @@ XData load_x(uint xb, uint b, uint k) {
 #if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
 // 6-bit scales and mins of sub-blocks 2j and 2j+1 from the 16-byte header h.
 void k_scales(uvec4 h, uint j, out float sc0, out float sc1, out float m0, out float m1) {
-  const uint sc_w = j < 2 ? (h.y & 0x3F3F3F3Fu) : ((h.w & 0x0F0F0F0Fu) | ((h.y >> 2) & 0x30303030u));
-  const uint m_w = j < 2 ? (h.z & 0x3F3F3F3Fu) : (((h.w >> 4) & 0x0F0F0F0Fu) | ((h.z >> 2) & 0x30303030u));
   const uint sh = (j & 1u) * 16;
-  const vec4 f = magic4(((sc_w >> sh) & 0xFFFFu) | (((m_w >> sh) & 0xFFFFu) << 16)) - 8388608.0;
-  sc0 = f.x;
-  sc1 = f.y;
-  m0 = f.z;
-  m1 = f.w;
+  uint sc_w, m_w;
+  if (j < 2) {
+    sc_w = (h.y >> sh) & 0x3F3Fu;
+    m_w = (h.z >> sh) & 0x3F3Fu;
+  } else {
+    sc_w = ((h.w >> sh) & 0x0F0Fu) | ((h.y >> (sh + 2)) & 0x3030u);
+    m_w = ((h.w >> (sh + 4)) & 0x0F0Fu) | ((h.z >> (sh + 2)) & 0x3030u);
+  }
+  sc0 = float(sc_w & 0xFFu);
+  sc1 = float(sc_w >> 8);
+  m0 = float(m_w & 0xFFu);
+  m1 = float(m_w >> 8);
 }
 #endif
 
-// Dot of unit k of the block at byte bb with its x slice.
-float unit_dot(uint bb, uint k, XData xd) {
+// Weight bytes of one unit of one row, loaded ahead of their use.
+struct WData {
+  uvec4 a, b, c;
+};
+
+// Loads unit k of the block at byte bb.
+WData load_w(uint bb, uint k) {
+  WData w;
 #if WTYPE == WT_F32
-  const uint i = bb >> 4;
-  return dot(uintBitsToFloat(w4[i]), xd.v[0]) + dot(uintBitsToFloat(w4[i + 1]), xd.v[1]);
-#elif WTYPE == WT_F16
-  const uvec4 w = w4[bb >> 4];
-  return dot(vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)), xd.v[0]) +
-         dot(vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w)), xd.v[1]);
-#elif WTYPE == WT_BF16
-  const uvec4 w = w4[bb >> 4];
-  const vec4 a = uintBitsToFloat(uvec4(w.x << 16, w.x & 0xFFFF0000u, w.y << 16, w.y & 0xFFFF0000u));
-  const vec4 c = uintBitsToFloat(uvec4(w.z << 16, w.z & 0xFFFF0000u, w.w << 16, w.w & 0xFFFF0000u));
-  return dot(a, xd.v[0]) + dot(c, xd.v[1]);
+  w.a = w4[bb >> 4];
+  w.b = w4[(bb >> 4) + 1];
+#elif WTYPE == WT_F16 || WTYPE == WT_BF16
+  w.a = w4[bb >> 4];
 #elif WTYPE == WT_Q8_0
   const uint hw = bb >> 1;
-  const float d = unpackHalf2x16(uint(w2[hw])).x;
   const uint i = hw + 1 + 4 * k;
-  // signed byte s -> (s ^ 0x80) = s + 128 as unsigned
-  const vec4 q0 = magic4(ld32(i) ^ 0x80808080u) - 8388736.0;
-  const vec4 q1 = magic4(ld32(i + 2) ^ 0x80808080u) - 8388736.0;
-  return d * (dot(q0, xd.v[0]) + dot(q1, xd.v[1]));
+  w.a.x = uint(w2[hw]);
+  w.a.y = ld32(i);
+  w.a.z = ld32(i + 2);
 #elif WTYPE == WT_Q4_K
   const uint i = bb >> 4;
-  const uvec4 h = w4[i];
-  const uvec4 q = w4[i + 1 + k];  // qs bytes [16k, 16k+16)
-  float sc0, sc1, m0, m1;
-  k_scales(h, k >> 1, sc0, sc1, m0, m1);
-  const vec2 dm = unpackHalf2x16(h.x);
-  float slo = 0.0, shi = 0.0;
-  [[unroll]] for (uint t = 0; t < 4; ++t) {
-    slo += dot(magic4(q[t] & 0x0F0F0F0Fu) - 8388608.0, xd.v[t]);
-    shi += dot(magic4((q[t] >> 4) & 0x0F0F0F0Fu) - 8388608.0, xd.v[4 + t]);
-  }
-  return dm.x * (sc0 * slo + sc1 * shi) - dm.y * (m0 * xd.s0 + m1 * xd.s1);
+  w.a = w4[i];          // d, dmin, scales
+  w.b = w4[i + 1 + k];  // qs bytes [16k, 16k+16)
 #elif WTYPE == WT_Q5_K
+  // Block: d, dmin, scales[12] @0, qh[32] @16, qs[128] @48.
   const uint i = bb >> 4;
-  const uint j = k >> 1;
-  const uvec4 h = w4[i];
-  const uvec4 qh = w4[i + 1 + (k & 1u)];  // qh bytes [16*(k&1), +16)
-  const uvec4 q = w4[i + 3 + k];          // qs bytes [32j + 16*(k&1), +16)
-  float sc0, sc1, m0, m1;
-  k_scales(h, j, sc0, sc1, m0, m1);
-  const vec2 dm = unpackHalf2x16(h.x);
-  float slo = 0.0, shi = 0.0;
-  [[unroll]] for (uint t = 0; t < 4; ++t) {
-    const uint lo = (q[t] & 0x0F0F0F0Fu) | (((qh[t] >> (2 * j)) & 0x01010101u) << 4);
-    const uint hi = ((q[t] >> 4) & 0x0F0F0F0Fu) | (((qh[t] >> (2 * j + 1)) & 0x01010101u) << 4);
-    slo += dot(magic4(lo) - 8388608.0, xd.v[t]);
-    shi += dot(magic4(hi) - 8388608.0, xd.v[4 + t]);
-  }
-  return dm.x * (sc0 * slo + sc1 * shi) - dm.y * (m0 * xd.s0 + m1 * xd.s1);
+  w.a = w4[i];
+  w.c = w4[i + 1 + (k & 1u)];  // qh bytes [16*(k&1), +16)
+  w.b = w4[i + 3 + k];         // qs bytes [32j + 16*(k&1), +16), j = k/2
 #elif WTYPE == WT_Q6_K
   // Block: ql[128] @0, qh[64] @128, scales[16] (int8) @192, d (f16) @208.
   const uint hw = bb >> 1;
@@ -211,29 +204,89 @@ float unit_dot(uint bb, uint k, XData xd) {
   const uint ia = hw + 32 * n + 4 * g;       // ql[64n + 8g]
   const uint ib = ia + 16;                   // ql[64n + 32 + 8g]
   const uint ih = hw + 64 + 16 * n + 4 * g;  // qh[32n + 8g]
-  const uint A[2] = uint[2](ld32(ia), ld32(ia + 2));
-  const uint B[2] = uint[2](ld32(ib), ld32(ib + 2));
-  const uint H[2] = uint[2](ld32(ih), ld32(ih + 2));
-  const int is = int(g >> 1);
+  w.a = uvec4(ld32(ia), ld32(ia + 2), ld32(ib), ld32(ib + 2));
+  w.b.xy = uvec2(ld32(ih), ld32(ih + 2));
+  // scales[8n + 2m + is] for m = 0..3: byte `is` of u16 words 96 + 4n + m
+  const uint sw = hw + 96 + 4 * n;
+  w.c = uvec4(uint(w2[sw]), uint(w2[sw + 1]), uint(w2[sw + 2]), uint(w2[sw + 3]));
+  w.b.z = uint(w2[hw + 104]);
+#endif
+  return w;
+}
+
+// Dot of unit k (weights w) with its x slice.
+float dot_w(WData w, uint k, XData xd) {
+#if WTYPE == WT_F32
+  return dot(uintBitsToFloat(w.a), xd.v[0]) + dot(uintBitsToFloat(w.b), xd.v[1]);
+#elif WTYPE == WT_F16
+  return dot(vec4(unpackHalf2x16(w.a.x), unpackHalf2x16(w.a.y)), xd.v[0]) +
+         dot(vec4(unpackHalf2x16(w.a.z), unpackHalf2x16(w.a.w)), xd.v[1]);
+#elif WTYPE == WT_BF16
+  const vec4 a = uintBitsToFloat(uvec4(w.a.x << 16, w.a.x & 0xFFFF0000u, w.a.y << 16, w.a.y & 0xFFFF0000u));
+  const vec4 c = uintBitsToFloat(uvec4(w.a.z << 16, w.a.z & 0xFFFF0000u, w.a.w << 16, w.a.w & 0xFFFF0000u));
+  return dot(a, xd.v[0]) + dot(c, xd.v[1]);
+#elif WTYPE == WT_Q8_0
+  // int8 s -> u = s ^ 0x80 = s + 128 in [0, 256), placed at bits 15..22 of 1.0f:
+  // f = 1 + u/256, so sum(s x) = 256 sum(f x) - 384 sum(x).
+  const float d = unpackHalf2x16(w.a.x).x;
+  const uint q0 = w.a.y ^ 0x80808080u, q1 = w.a.z ^ 0x80808080u;
+  float a = 0.0;
+  a = fma(qfloat(q0 << 15, 0x007F8000u), xd.v[0].x, a);
+  a = fma(qfloat(q0 << 7, 0x007F8000u), xd.v[0].y, a);
+  a = fma(qfloat(q0 >> 1, 0x007F8000u), xd.v[0].z, a);
+  a = fma(qfloat(q0 >> 9, 0x007F8000u), xd.v[0].w, a);
+  a = fma(qfloat(q1 << 15, 0x007F8000u), xd.v[1].x, a);
+  a = fma(qfloat(q1 << 7, 0x007F8000u), xd.v[1].y, a);
+  a = fma(qfloat(q1 >> 1, 0x007F8000u), xd.v[1].z, a);
+  a = fma(qfloat(q1 >> 9, 0x007F8000u), xd.v[1].w, a);
+  return d * (256.0 * a - 384.0 * xd.s.x);
+#elif WTYPE == WT_Q4_K
+  float sc0, sc1, m0, m1;
+  k_scales(w.a, k >> 1, sc0, sc1, m0, m1);
+  const vec2 dm = unpackHalf2x16(w.a.x);
+  float alo = 0.0, ahi = 0.0;
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    alo = dot4q(w.b[t], 0x000F0000u, xd.v[t], alo);
+    ahi = dot4q(w.b[t] >> 4, 0x000F0000u, xd.v[4 + t], ahi);
+  }
+  // sum(q x) = 128 (a - sum(x)) per sub-block
+  return 128.0 * dm.x * (sc0 * (alo - xd.s.x) + sc1 * (ahi - xd.s.y)) - dm.y * (m0 * xd.s.x + m1 * xd.s.y);
+#elif WTYPE == WT_Q5_K
+  const uint j = k >> 1;
+  float sc0, sc1, m0, m1;
+  k_scales(w.a, j, sc0, sc1, m0, m1);
+  const vec2 dm = unpackHalf2x16(w.a.x);
+  float alo = 0.0, ahi = 0.0;
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    const uint hb = w.c[t] >> (2 * j);  // bit 0: low quant's 5th bit, bit 1: high quant's
+    const uint lo = (w.b[t] & 0x0F0F0F0Fu) | ((hb << 4) & 0x10101010u);
+    const uint hi = ((w.b[t] >> 4) & 0x0F0F0F0Fu) | ((hb << 3) & 0x10101010u);
+    alo = dot4q(lo, 0x001F0000u, xd.v[t], alo);
+    ahi = dot4q(hi, 0x001F0000u, xd.v[4 + t], ahi);
+  }
+  return 128.0 * dm.x * (sc0 * (alo - xd.s.x) + sc1 * (ahi - xd.s.y)) - dm.y * (m0 * xd.s.x + m1 * xd.s.y);
+#elif WTYPE == WT_Q6_K
+  const uint is = (k & 3u) >> 1;
   float s[4];
   [[unroll]] for (uint m = 0; m < 4; ++m) s[m] = 0.0;
   [[unroll]] for (uint t = 0; t < 2; ++t) {
-    const uint q1 = (A[t] & 0x0F0F0F0Fu) | ((H[t] << 4) & 0x30303030u);
-    const uint q2 = (B[t] & 0x0F0F0F0Fu) | ((H[t] << 2) & 0x30303030u);
-    const uint q3 = ((A[t] >> 4) & 0x0F0F0F0Fu) | (H[t] & 0x30303030u);
-    const uint q4 = ((B[t] >> 4) & 0x0F0F0F0Fu) | ((H[t] >> 2) & 0x30303030u);
-    s[0] += dot(magic4(q1) - 8388640.0, xd.v[t]);
-    s[1] += dot(magic4(q2) - 8388640.0, xd.v[2 + t]);
-    s[2] += dot(magic4(q3) - 8388640.0, xd.v[4 + t]);
-    s[3] += dot(magic4(q4) - 8388640.0, xd.v[6 + t]);
+    const uint A = w.a[t], B = w.a[2 + t], H = w.b[t];
+    const uint q1 = (A & 0x0F0F0F0Fu) | ((H << 4) & 0x30303030u);
+    const uint q2 = (B & 0x0F0F0F0Fu) | ((H << 2) & 0x30303030u);
+    const uint q3 = ((A >> 4) & 0x0F0F0F0Fu) | (H & 0x30303030u);
+    const uint q4 = ((B >> 4) & 0x0F0F0F0Fu) | ((H >> 2) & 0x30303030u);
+    s[0] = dot4q(q1, 0x003F0000u, xd.v[t], s[0]);
+    s[1] = dot4q(q2, 0x003F0000u, xd.v[2 + t], s[1]);
+    s[2] = dot4q(q3, 0x003F0000u, xd.v[4 + t], s[2]);
+    s[3] = dot4q(q4, 0x003F0000u, xd.v[6 + t], s[3]);
   }
+  // (q - 32) x summed = 128 (s - sum(x)) - 32 sum(x) = 128 s - 160 sum(x)
   float acc = 0.0;
   [[unroll]] for (uint m = 0; m < 4; ++m) {
-    // scales[8n + is + 2m]: byte `is` of u16 word 96 + 4n + m
-    const int sc = bitfieldExtract(int(uint(w2[hw + 96 + 4 * n + m])), 8 * is, 8);
-    acc += float(sc) * s[m];
+    const int sc = bitfieldExtract(int(w.c[m]), int(8 * is), 8);
+    acc += float(sc) * (128.0 * s[m] - 160.0 * xd.s[m]);
   }
-  return unpackHalf2x16(uint(w2[hw + 104])).x * acc;
+  return unpackHalf2x16(w.b.z).x * acc;
 #endif
 }
 
@@ -262,41 +315,69 @@ void main() {
   const uint row_bytes = nb * BLOCK_BYTES;
   const uint xb = xbase / 4;
 
-  uint rowb[4];
-  float acc[4];
-  [[unroll]] for (uint r = 0; r < 4; ++r) {
+  uint rowb[MAX_RPT];
+  float acc[MAX_RPT];
+  [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) {
     rowb[r] = wbase + min(row0 + r, p.nrows - 1) * row_bytes;  // clamped: tail rows recompute the last row
     acc[r] = 0.0;
   }
-  for (uint u = lane; u < units; u += TPR) {
-    const uint b = u / UPB, k = u % UPB;
-    const XData xd = load_x(xb, b, k);
-    [[unroll]] for (uint r = 0; r < 4; ++r)
-      if (r < RPT) acc[r] += unit_dot(rowb[r] + b * BLOCK_BYTES, k, xd);
+  // Software-pipelined: the next unit's weights and x are loaded before the
+  // current unit is computed, keeping DRAM requests in flight.
+  if (PREFETCH == 0) {
+    for (uint u = lane; u < units; u += TPR) {
+      const uint b = u / UPB, k = u % UPB;
+      const XData xd = load_x(xb, b, k);
+      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+        if (r < RPT) acc[r] += dot_w(load_w(rowb[r] + b * BLOCK_BYTES, k), k, xd);
+    }
+  }
+  uint u = PREFETCH != 0 ? lane : units;
+  WData w[MAX_RPT];
+  XData xd;
+  if (u < units) {
+    xd = load_x(xb, u / UPB, u % UPB);
+    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+      if (r < RPT) w[r] = load_w(rowb[r] + (u / UPB) * BLOCK_BYTES, u % UPB);
+  }
+  while (u < units) {
+    const uint k = u % UPB;
+    const uint un = u + TPR;
+    WData wn[MAX_RPT];
+    XData xn;
+    if (un < units) {
+      xn = load_x(xb, un / UPB, un % UPB);
+      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+        if (r < RPT) wn[r] = load_w(rowb[r] + (un / UPB) * BLOCK_BYTES, un % UPB);
+    }
+    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+      if (r < RPT) acc[r] += dot_w(w[r], k, xd);
+    w = wn;
+    xd = xn;
+    u = un;
   }
 
   // Reduce over the TPR lanes of each row group; lane 0 ends with the sums.
   if (USE_SUBGROUP != 0 && TPR <= gl_SubgroupSize) {
     if (TPR == gl_SubgroupSize) {
-      [[unroll]] for (uint r = 0; r < 4; ++r)
+      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
         if (r < RPT) acc[r] = subgroupAdd(acc[r]);
     } else {
       for (uint o = TPR / 2; o > 0; o >>= 1) {
-        [[unroll]] for (uint r = 0; r < 4; ++r)
+        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
           if (r < RPT) acc[r] += subgroupShuffleXor(acc[r], o);
       }
     }
   } else if (USE_SUBGROUP != 0) {
     // TPR spans several subgroups: reduce each, then combine their partials.
     const uint parts = TPR / gl_SubgroupSize;
-    [[unroll]] for (uint r = 0; r < 4; ++r)
+    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
       if (r < RPT) {
         acc[r] = subgroupAdd(acc[r]);
         if (gl_SubgroupInvocationID == 0) red[(grp * RPT + r) * parts + lane / gl_SubgroupSize] = acc[r];
       }
     barrier();
     if (lane == 0) {
-      [[unroll]] for (uint r = 0; r < 4; ++r)
+      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
         if (r < RPT) {
           float s = 0.0;
           for (uint i = 0; i < parts; ++i) s += red[(grp * RPT + r) * parts + i];
@@ -304,22 +385,22 @@ void main() {
         }
     }
   } else {
-    [[unroll]] for (uint r = 0; r < 4; ++r)
+    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
       if (r < RPT) red[r * WG + tid] = acc[r];
     barrier();
     for (uint s = TPR / 2; s > 0; s >>= 1) {
       if (lane < s) {
-        [[unroll]] for (uint r = 0; r < 4; ++r)
+        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
           if (r < RPT) red[r * WG + tid] += red[r * WG + tid + s];
       }
       barrier();
     }
-    [[unroll]] for (uint r = 0; r < 4; ++r)
+    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
       if (r < RPT) acc[r] = red[r * WG + tid];
   }
 
   if (lane == 0) {
-    [[unroll]] for (uint r = 0; r < 4; ++r) {
+    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) {
       const uint row = row0 + r;
       if (r < RPT && row < p.nrows) {
         const uint yi = ybase + row;

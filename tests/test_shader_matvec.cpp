@@ -59,7 +59,8 @@ void reference_row(const QMatrix& m, uint32_t r, const float* x, float& value, d
 
 std::string config_name(const MatvecConfig& c) {
   return "wg=" + std::to_string(c.workgroup) + " tpr=" + std::to_string(c.threads_per_row) +
-         " rpt=" + std::to_string(c.rows_per_thread) + " sg=" + std::to_string(c.subgroup);
+         " rpt=" + std::to_string(c.rows_per_thread) + " sg=" + std::to_string(c.subgroup) +
+         " prefetch=" + std::to_string(c.prefetch);
 }
 
 // Runs one plain matvec at the given offsets and checks every row.
@@ -126,11 +127,11 @@ class ShaderMatvec : public ::testing::TestWithParam<GgmlType> {
 }  // namespace
 
 // Automatic launch configuration over several shapes (rows not a multiple of
-// any workgroup's rows; ncols 256..4096).
+// any workgroup's rows; ncols 256..6400, beyond one shared-memory x chunk).
 TEST_P(ShaderMatvec, Shapes) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = GetParam();
-  const std::pair<uint32_t, uint32_t> shapes[] = {{256, 37}, {768, 69}, {2048, 130}, {4096, 19}};
+  const std::pair<uint32_t, uint32_t> shapes[] = {{256, 37}, {768, 69}, {2048, 130}, {4096, 19}, {6400, 9}};
   bool acc = false;
   for (auto [ncols, nrows] : shapes) {
     check_matvec(rng_, t, ncols, nrows, acc, {});
@@ -140,13 +141,13 @@ TEST_P(ShaderMatvec, Shapes) {
 
 // Forced configurations covering each reduction path: shuffle (lanes per row
 // below the subgroup size), subgroupAdd (equal), subgroupAdd + shared partials
-// (above) and the shared-memory tree; 1..4 rows per lane.
+// (above) and the shared-memory tree; 1..8 rows per lane.
 TEST_P(ShaderMatvec, Configs) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = GetParam();
   const uint32_t sg = shared_context().info().subgroup_size;
   std::vector<MatvecConfig> cfgs = {
-      {64, 4, 3, 1}, {64, 16, 2, 0}, {128, 32, 4, 1}, {256, 8, 1, 0}, {64, 64, 2, 1}, {32, 32, 1, 1}};
+      {64, 4, 3, 1, 0}, {64, 16, 8, 0, 1}, {128, 32, 4, 1, 0}, {256, 8, 1, 0, 1}, {64, 64, 2, 1, 1}, {32, 32, 6, 1, 0}};
   if (sg >= 2 && sg <= 64) cfgs.push_back({std::max<uint32_t>(64, sg), sg, 2, 1});
   for (const auto& c : cfgs) check_matvec(rng_, t, 1024, 45, true, c);
 }

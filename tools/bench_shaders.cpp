@@ -1,6 +1,7 @@
 #include "tools/bench_shaders.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -22,7 +23,7 @@ using namespace vk;
 struct Options {
   int device = -1;
   std::vector<std::string> kernels = {"q4_k", "q5_k", "q6_k", "q8_0", "f16", "bf16", "f32", "q4_k_ids"};
-  std::vector<std::pair<uint32_t, uint32_t>> shapes = {{2048, 768}, {768, 2048}, {2048, 4096}, {151936, 2048}};
+  std::vector<std::pair<uint32_t, uint32_t>> shapes = {{2048, 768}, {768, 2048}, {2048, 4096}, {2048, 151936}};
   int iters = 50;
   uint64_t bw_mib = 1024;
   uint64_t pool_mib = 512;
@@ -35,7 +36,7 @@ struct Options {
 const char* kUsage =
     "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_k_ids]\n"
     "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
-    "                           [--experts N] [--config WG:TPR:RPT:SG] [--sweep]\n";
+    "                           [--experts N] [--config WG:TPR:RPT:SG[:PF]] [--sweep]\n";
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -83,11 +84,12 @@ Options parse(int argc, char** argv) {
       o.experts = static_cast<uint32_t>(std::max<uint64_t>(8, parse_uint(value(), "expert count")));
     } else if (a == "--config") {
       const auto parts = split(value(), ':');
-      if (parts.size() != 4) throw Error("bench-shaders: --config wants WG:TPR:RPT:SG");
+      if (parts.size() != 4 && parts.size() != 5) throw Error("bench-shaders: --config wants WG:TPR:RPT:SG[:PF]");
       o.config.workgroup = static_cast<uint32_t>(parse_uint(parts[0], "config"));
       o.config.threads_per_row = static_cast<uint32_t>(parse_uint(parts[1], "config"));
       o.config.rows_per_thread = static_cast<uint32_t>(parse_uint(parts[2], "config"));
       o.config.subgroup = static_cast<int>(parse_uint(parts[3], "config"));
+      if (parts.size() == 5) o.config.prefetch = static_cast<int>(parse_uint(parts[4], "config"));
       o.has_config = true;
     } else if (a == "--sweep") {
       o.sweep = true;
@@ -129,6 +131,16 @@ double median(std::vector<double> v) {
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
+// Submits the recorded commands repeatedly (at least twice, until ~50 ms have
+// passed) so that GPU clocks have ramped up; timestamps hold the last run.
+void submit_warm(Recorder& rec) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 100; ++i) {
+    rec.submit().wait();
+    if (i >= 1 && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(50)) break;
+  }
+}
+
 // Fills `bytes` of dst (from offset 0) with rows of random weights of type t
 // (a few distinct quantized rows, tiled), through the async uploader.
 void fill_weights(Context& ctx, Uploader& upl, const Buffer& dst, uint64_t bytes, GgmlType t, uint32_t ncols,
@@ -163,7 +175,7 @@ void print_row(const Row& r) {
 
 std::string config_str(const MatvecConfig& c) {
   return std::to_string(c.workgroup) + "/" + std::to_string(c.threads_per_row) + "/" +
-         std::to_string(c.rows_per_thread) + "/" + std::to_string(c.subgroup);
+         std::to_string(c.rows_per_thread) + "/" + std::to_string(c.subgroup) + "/" + std::to_string(c.prefetch);
 }
 
 // Best-of-runs read bandwidth in GB/s over a buffer of `bytes`.
@@ -194,7 +206,7 @@ double measure_bandwidth(Context& ctx, uint64_t bytes, int runs) {
     rec.dispatch(p, {BufferRange(src), BufferRange(dst)}, push, gx, 1, gz);
     rec.timestamp(ts, 2 * i + 1);
   }
-  rec.submit().wait();
+  submit_warm(rec);
   const auto ns = ts.read_ns(0, 2 * runs);
   double best = 1e300;
   for (int i = 0; i < runs; ++i) best = std::min(best, ns[2 * i + 1] - ns[2 * i]);
@@ -203,7 +215,7 @@ double measure_bandwidth(Context& ctx, uint64_t bytes, int runs) {
 
 // Times `iters` matvecs, rotating through slots of a weight pool.
 Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows, const Options& o,
-                 const MatvecConfig& cfg, double bw, std::mt19937& rng) {
+                 const MatvecConfig& cfg, double bw, std::mt19937& rng, bool print = true) {
   const DeviceInfo& dev = ctx.info();
   Row row;
   row.kernel = kernel;
@@ -249,7 +261,7 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
     record_matvec(rec, a, cfg);
     rec.timestamp(ts, 2 * i + 1);
   }
-  rec.submit().wait();
+  submit_warm(rec);
   const auto ns = ts.read_ns(0, 2 * n);
   std::vector<double> times;
   for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
@@ -259,7 +271,7 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
   row.us = t_ns / 1000.0;
   row.gbps = bytes / t_ns;
   row.pct = 100.0 * row.gbps / bw;
-  print_row(row);
+  if (print) print_row(row);
   return row;
 }
 
@@ -322,7 +334,7 @@ Row bench_ids(Context& ctx, Uploader& upl, const Options& o, const MatvecConfig&
     record_matvec_ids(rec, a, cfg);
     rec.timestamp(ts, 2 * i + 1);
   }
-  rec.submit().wait();
+  submit_warm(rec);
   const auto ns = ts.read_ns(0, 2 * n);
   std::vector<double> times;
   for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
@@ -340,9 +352,10 @@ Row bench_ids(Context& ctx, Uploader& upl, const Options& o, const MatvecConfig&
 std::vector<MatvecConfig> configs_for(const Options& o) {
   if (o.sweep) {
     std::vector<MatvecConfig> v;
-    for (uint32_t wg : {64u, 128u, 256u})
+    for (uint32_t wg : {64u, 128u})
       for (uint32_t tpr : {8u, 16u, 32u})
-        for (uint32_t rpt : {1u, 2u, 4u}) v.push_back({wg, tpr, rpt, 1});
+        for (uint32_t rpt : {2u, 4u, 8u})
+          for (int pf : {0, 1}) v.push_back({wg, tpr, rpt, 1, pf});
     return v;
   }
   return {o.has_config ? o.config : MatvecConfig{}};
@@ -361,13 +374,15 @@ int run(const Options& o) {
   const double bw = measure_bandwidth(*ctx, bw_bytes, std::max(3, std::min(o.iters, 20)));
   std::printf("read bandwidth: %.1f GB/s (best of runs over %.0f MiB, GPU timestamps)\n", bw,
               std::min<double>(bw_bytes, dev.max_storage_buffer_range) / 1048576.0);
+  Uploader upl(*ctx);
+  const Row floor = bench_matvec(*ctx, upl, "f32", GgmlType::F32, 8, 1, o, {}, bw, rng, false);
+  std::printf("dispatch floor: %.2f us (an f32 8x1 matvec between barriers)\n", floor.us);
   std::printf("shape = ncols x nrows (input length x output rows); MiB = weight bytes per matvec;\n"
               "time = median of %d GPU-timestamped runs rotating over weight copies larger than cache;\n"
-              "config = workgroup/threads-per-row/rows-per-thread/subgroup\n",
+              "config = workgroup/threads-per-row/rows-per-thread/subgroup/prefetch\n",
               o.iters);
   std::printf("%-10s %-14s %-14s %10s %10s %10s %7s\n", "kernel", "shape", "config", "MiB", "time_us", "GB/s",
               "%bw");
-  Uploader upl(*ctx);
   for (const auto& k : o.kernels) {
     GgmlType t;
     if (k == "q4_k_ids") {
