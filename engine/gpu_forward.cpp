@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <sstream>
@@ -75,6 +76,7 @@ class GpuEngine final : public Engine {
   std::vector<float> eval(const std::vector<int32_t>& tokens) override;
   void reset() override {
     pos_ = 0;
+    drop_prepared();
     for (auto& p : prev_route_) p.clear();
   }
   int n_ctx() const override { return n_ctx_; }
@@ -99,6 +101,7 @@ class GpuEngine final : public Engine {
   void axpy(Recorder& r, const Buffer& x, uint32_t xo, uint32_t n, uint32_t items, const Buffer* a,
             uint32_t ao, uint32_t mode, const Buffer& y, uint32_t yo);
   void decode_resident(const std::vector<int32_t>& tokens);
+  void record_resident_tokens(Recorder& r, int pos0, size_t n);
   void decode_offload(int32_t token);
   // Offload mode: experts of layer il routed by the host.
   // Returns the recorder to continue in (a fresh one if it had to submit).
@@ -127,6 +130,12 @@ class GpuEngine final : public Engine {
   uint64_t rb_logits_ = 0, rb_rlog_ = 0, rb_xn_ = 0, rb_plog_ = 0;
   std::vector<std::unique_ptr<Recorder>> recorders_;
   size_t rec_cur_ = 0;
+  Recorder* prepared_ = nullptr;  // next token's commands, recorded ahead
+  int prepared_pos_ = -1;
+  void drop_prepared() {
+    if (prepared_) prepared_->discard();
+    prepared_ = nullptr;
+  }
   std::unique_ptr<vk::Uploader> uploader_;
   uint32_t max_batch_ = 64;
   // Expert offload state.
@@ -139,6 +148,16 @@ class GpuEngine final : public Engine {
   std::vector<std::pair<int, int>> pending_admit_;       // (layer, expert) misses to upload
   RouteStats stats_;
   bool cpu_out_pending_ = false;
+  // GPU time per step of the resident decode (env VKMOE_PROFILE=1).
+  std::unique_ptr<vk::TimestampPool> prof_;
+  std::vector<const char*> prof_labels_;
+  std::vector<std::pair<std::string, double>> prof_ns_;
+  uint64_t prof_tokens_ = 0;
+  void mark(Recorder& r, const char* label) {
+    if (!prof_ || prof_labels_.size() >= prof_->count()) return;
+    r.timestamp(*prof_, static_cast<uint32_t>(prof_labels_.size()));
+    prof_labels_.push_back(label);
+  }
 };
 
 GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
@@ -185,6 +204,8 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   host_wts_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot weights");
   cpu_out_ = ctx_->create_buffer(uint64_t(E) * 4, MemoryKind::Upload, "CPU expert output");
   upload_weights();
+  if (std::getenv("VKMOE_PROFILE") && ctx_->info().timestamps)
+    prof_ = std::make_unique<vk::TimestampPool>(*ctx_, 64 * c_.n_layer + 16);
   if (offload_) {
     pool_ = std::make_unique<ThreadPool>(o.threads);
     prev_route_.assign(c_.n_layer, {});
@@ -323,10 +344,12 @@ void GpuEngine::record_attention(Recorder& r, int il, int pos) {
   const uint32_t kv_off = uint32_t(pos) * KV;
   rms(r, x_, 0, &g.attn_norm, xn_, 0, E);
   r.barrier();
+  mark(r, "attn norm");
   mv(r, g.wq, xn_, 0, q_, 0);
   mv(r, g.wk, xn_, 0, g.k_cache, kv_off);
   mv(r, g.wv, xn_, 0, g.v_cache, kv_off);
   r.barrier();
+  mark(r, "q/k/v matvec");
   if (g.bq) {
     axpy(r, g.bq.buf, 0, Q, 1, nullptr, 0, 0, q_, 0);
     axpy(r, g.bk.buf, 0, KV, 1, nullptr, 0, 0, g.k_cache, kv_off);
@@ -345,15 +368,18 @@ void GpuEngine::record_attention(Recorder& r, int il, int pos) {
   RopePush kp{D, uint32_t(c_.n_head_kv), uint32_t(pos), kv_off, c_.rope_neox ? 1u : 0u, c_.rope_theta};
   r.dispatch(rp, {g.k_cache}, kp, div_up(uint64_t(c_.n_head_kv) * D / 2, 64));
   r.barrier();
+  mark(r, "bias/qk-norm/rope");
   const auto& ap = ctx_->pipeline("attention", 5, sizeof(AttentionPush));
   AttentionPush pc{D, uint32_t(c_.n_head), uint32_t(c_.n_head_kv), uint32_t(pos + 1), 0, 0, 0, 0,
                    uint32_t(n_ctx_), 1.0f / std::sqrt(float(D))};
   r.dispatch(ap, {q_, g.k_cache, g.v_cache, scores_, att_}, pc, c_.n_head);
   r.barrier();
+  mark(r, "attention");
   mv(r, g.wo, att_, 0, x_, 0, /*acc=*/true);
   r.barrier();
   rms(r, x_, 0, &g.ffn_norm, xn_, 0, E);
   r.barrier();
+  mark(r, "out proj + ffn norm");
 }
 
 void GpuEngine::record_dense_ffn(Recorder& r, int il) {
@@ -392,6 +418,7 @@ void GpuEngine::record_resident_moe(Recorder& r, int il) {
   const auto& tp = ctx_->pipeline("moe_topk", 3, sizeof(TopkPush));
   r.dispatch(tp, {rlog_, ids_, wts_}, TopkPush{N, K, c_.norm_topk_prob ? 1u : 0u, 0}, 1);
   r.barrier();
+  mark(r, "router + top-k");
   auto ids_mv = [&](const GpuTensor& w, const Buffer& x, uint32_t x_stride, const Buffer& y, uint32_t y_stride) {
     vk::MatvecIdsArgs a;
     a.type = w.type;
@@ -411,13 +438,17 @@ void GpuEngine::record_resident_moe(Recorder& r, int il) {
   ids_mv(g.gate_exps, xn_, 0, eg_, F);
   ids_mv(g.up_exps, xn_, 0, eu_, F);
   r.barrier();
+  mark(r, "experts gate+up");
   const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
   r.dispatch(sp, {eg_, eu_}, SwigluPush{K * F, 0, 0}, div_up(uint64_t(K) * F, 256));
   r.barrier();
+  mark(r, "swiglu");
   ids_mv(g.down_exps, eg_, F, eo_, E);
   r.barrier();
+  mark(r, "experts down");
   axpy(r, eo_, 0, E, K, &wts_, 0, /*weights*/ 1, x_, 0);
   r.barrier();
+  mark(r, "combine");
   record_shared_expert(r, il);
 }
 
@@ -429,25 +460,60 @@ void GpuEngine::record_output(Recorder& r) {
   r.copy(logits_, 0, readback_, rb_logits_, uint64_t(c_.n_vocab) * 4);
 }
 
+void GpuEngine::record_resident_tokens(Recorder& r, int pos0, size_t n) {
+  for (size_t t = 0; t < n; ++t) {
+    r.copy(in_x_, t * c_.n_embd * 4, x_, 0, uint64_t(c_.n_embd) * 4);
+    r.barrier();
+    mark(r, "start");
+    for (int il = 0; il < c_.n_layer; ++il) {
+      record_attention(r, il, pos0 + int(t));
+      if (c_.is_moe())
+        record_resident_moe(r, il);
+      else
+        record_dense_ffn(r, il);
+    }
+  }
+  record_output(r);
+  mark(r, "output head");
+}
+
 void GpuEngine::decode_resident(const std::vector<int32_t>& tokens) {
   for (size_t t0 = 0; t0 < tokens.size(); t0 += max_batch_) {
     const size_t n = std::min<size_t>(max_batch_, tokens.size() - t0);
     for (size_t t = 0; t < n; ++t) embed(tokens[t0 + t], uint32_t(t));
-    Recorder& r = next_recorder();
-    for (size_t t = 0; t < n; ++t) {
-      r.copy(in_x_, t * c_.n_embd * 4, x_, 0, uint64_t(c_.n_embd) * 4);
-      r.barrier();
-      for (int il = 0; il < c_.n_layer; ++il) {
-        record_attention(r, il, pos_);
-        if (c_.is_moe())
-          record_resident_moe(r, il);
-        else
-          record_dense_ffn(r, il);
+    const bool profile = prof_ && n == 1;
+    Recorder* r = nullptr;
+    if (n == 1 && prepared_ && prepared_pos_ == pos_) {
+      r = prepared_;  // recorded while the GPU ran the previous token
+      prepared_ = nullptr;
+    } else {
+      drop_prepared();
+      r = &next_recorder();
+      if (profile) {
+        r->reset_timestamps(*prof_, 0, prof_->count());
+        prof_labels_.clear();
       }
-      ++pos_;
+      record_resident_tokens(*r, pos_, n);
     }
-    record_output(r);
-    r.submit().wait();
+    vk::SyncPoint done = r->submit();
+    pos_ += static_cast<int>(n);
+    // Decoding goes one token at a time: record the next one (whose position
+    // is known) while the GPU works; only its embedding is written later.
+    if (n == 1 && !profile && pos_ < n_ctx_) {
+      prepared_ = &next_recorder();
+      record_resident_tokens(*prepared_, pos_, 1);
+      prepared_pos_ = pos_;
+    }
+    done.wait();
+    if (profile && !prof_labels_.empty()) {
+      std::vector<double> ns = prof_->read_ns(0, static_cast<uint32_t>(prof_labels_.size()));
+      for (size_t i = 1; i < ns.size(); ++i) {
+        auto it = std::find_if(prof_ns_.begin(), prof_ns_.end(), [&](auto& p) { return p.first == prof_labels_[i]; });
+        if (it == prof_ns_.end()) it = prof_ns_.insert(prof_ns_.end(), {prof_labels_[i], 0.0});
+        it->second += ns[i] - ns[i - 1];
+      }
+      ++prof_tokens_;
+    }
   }
 }
 
@@ -645,8 +711,19 @@ std::string GpuEngine::describe() const {
 }
 
 std::string GpuEngine::stats_report() const {
-  if (!offload_) return "expert statistics: all experts resident in VRAM (no cache, no transfers)\n";
-  return stats_.report();
+  std::ostringstream o;
+  if (prof_tokens_ > 0) {
+    double total = 0;
+    for (auto& [k, v] : prof_ns_) total += v;
+    o << "GPU time per decoded token (" << prof_tokens_ << " tokens): " << total / prof_tokens_ / 1e3 << " us\n";
+    for (auto& [k, v] : prof_ns_) {
+      char line[128];
+      std::snprintf(line, sizeof line, "  %-22s %9.1f us %5.1f%%\n", k.c_str(), v / prof_tokens_ / 1e3, 100 * v / total);
+      o << line;
+    }
+  }
+  if (!offload_) return o.str() + "expert statistics: all experts resident in VRAM (no cache, no transfers)\n";
+  return o.str() + stats_.report();
 }
 
 }  // namespace

@@ -855,6 +855,13 @@ void Recorder::begin() {
   dispatches_ = 0;
 }
 
+void Recorder::discard() {
+  if (!recording_) return;
+  check(vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
+  recording_ = false;
+  has_commands_ = false;
+}
+
 void Recorder::require_recording(const char* what) const {
   if (!recording_) throw Error(std::string("internal error: Recorder::") + what + " outside begin()/submit()");
 }

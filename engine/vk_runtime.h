@@ -267,6 +267,8 @@ class Recorder {
   Recorder& operator=(const Recorder&) = delete;
 
   void begin();
+  // Ends a recording that will not be submitted; the next begin() reuses it.
+  void discard();
   bool recording() const { return recording_; }
 
   // Binds `p` (if not bound), its storage bindings (binding i = bindings[i])
