@@ -415,7 +415,7 @@ void GpuEngine::record_resident_moe(Recorder& r, int il) {
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used, N = c_.n_expert;
   mv(r, g.router, xn_, 0, rlog_, 0);
   r.barrier();
-  const auto& tp = ctx_->pipeline("moe_topk", 3, sizeof(TopkPush));
+  const auto& tp = ctx_->pipeline(ctx_->info().subgroup_arithmetic ? "moe_topk_sg" : "moe_topk", 3, sizeof(TopkPush));
   r.dispatch(tp, {rlog_, ids_, wts_}, TopkPush{N, K, c_.norm_topk_prob ? 1u : 0u, 0}, 1);
   r.barrier();
   mark(r, "router + top-k");
