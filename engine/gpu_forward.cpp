@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cpu/expert_ffn.h"
+#include "cpu/expert_ffn_exact.h"
 #include "cpu/moe_route.h"
 #include "cpu/thread_pool.h"
 #include "engine/plan_model.h"
@@ -632,7 +633,10 @@ Recorder* GpuEngine::moe_offload(Recorder* rp, int il, bool predict, std::vector
   waits.clear();
   if (!cold.empty()) {
     const float* xn = reinterpret_cast<const float*>(readback_.data() + rb_xn_);
-    moe_ffn_cpu(cold.data(), cold_w.data(), static_cast<int>(cold.size()), xn, cpu_out_.as<float>(), *pool_);
+    if (opt_.cpu_q8)
+      moe_ffn_cpu(cold.data(), cold_w.data(), static_cast<int>(cold.size()), xn, cpu_out_.as<float>(), *pool_);
+    else
+      moe_ffn_cpu_exact(cold.data(), cold_w.data(), static_cast<int>(cold.size()), xn, cpu_out_.as<float>(), *pool_);
     cpu_out_pending_ = true;
   }
   cache_maintenance(il, predict);
