@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -170,7 +171,28 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   PlanInput in = plan_input_for(m, n_ctx_, budget, GgmlType::F32);
   in.forced = o.mode;
   plan_ = make_plan(in);
+  // A stacked expert tensor is bound whole in resident mode; devices with a
+  // small storage-buffer range (lavapipe: 128 MiB) use the slot cache instead.
+  if (plan_.mode == PlanMode::Resident && c_.is_moe()) {
+    for (const auto& t : in.experts.tensors) {
+      if (t.bytes <= ctx_->info().max_storage_buffer_range) continue;
+      if (o.mode == PlanMode::Resident)
+        throw Error("expert tensor '" + t.name + "' (" + format_bytes(t.bytes) +
+                    ") exceeds this device's storage buffer range (" +
+                    format_bytes(ctx_->info().max_storage_buffer_range) + "); use --moe-mode expert-cache");
+      in.forced = PlanMode::ExpertCache;
+      plan_ = make_plan(in);
+      break;
+    }
+  }
   offload_ = c_.is_moe() && plan_.mode != PlanMode::Resident;
+  if (offload_) {  // each slot pool is bound whole: keep it within one binding's range
+    uint64_t biggest = 1;
+    for (const auto& l : m.layers())
+      biggest = std::max({biggest, l.gate_exps.expert_bytes(), l.up_exps.expert_bytes(), l.down_exps.expert_bytes()});
+    const uint64_t cap = ctx_->info().max_storage_buffer_range / biggest;
+    if (uint64_t(plan_.expert_slots_per_layer) > cap) plan_.expert_slots_per_layer = static_cast<int>(cap);
+  }
   for (int i = 0; i < 3; ++i) recorders_.push_back(std::make_unique<Recorder>(*ctx_));
   uploader_ = std::make_unique<vk::Uploader>(*ctx_, 64ull << 20, 4);
 
@@ -308,14 +330,26 @@ void GpuEngine::mv(Recorder& r, const GpuTensor& w, const Buffer& x, uint32_t xo
   vk::MatvecArgs a;
   a.type = w.type;
   a.ncols = w.ncols;
-  a.nrows = w.nrows;
-  a.w = w.buf;
   a.x = x;
   a.x_offset = xo;
   a.y = y;
-  a.y_offset = yo;
   a.accumulate = acc;
-  vk::record_matvec(r, a);
+  // Matrices larger than one binding may cover (e.g. a big output head on a
+  // device with a small storage-buffer range) go in row chunks whose
+  // offsets respect the binding alignment.
+  const uint64_t rb = row_bytes(w.type, w.ncols);
+  const uint64_t align = std::max<uint64_t>(ctx_->info().min_storage_offset_alignment, 16);
+  const uint64_t row_step = align / std::gcd(rb, align);
+  uint64_t chunk = std::min<uint64_t>(w.nrows, ctx_->info().max_storage_buffer_range / rb);
+  if (chunk < w.nrows) chunk = chunk / row_step * row_step;
+  if (chunk == 0) throw Error("a row of tensor " + w.buf.name() + " exceeds the device's storage buffer range");
+  for (uint64_t r0 = 0; r0 < w.nrows; r0 += chunk) {
+    const uint64_t n = std::min<uint64_t>(chunk, w.nrows - r0);
+    a.w = vk::BufferRange(w.buf, r0 * rb, n * rb);
+    a.nrows = static_cast<uint32_t>(n);
+    a.y_offset = yo + static_cast<uint32_t>(r0);
+    vk::record_matvec(r, a);
+  }
 }
 
 void GpuEngine::rms(Recorder& r, const Buffer& x, uint32_t xo, const GpuTensor* w, const Buffer& y, uint32_t yo,

@@ -42,31 +42,46 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
   MatvecConfig c = want;
   const uint32_t sg = std::max<uint32_t>(dev.subgroup_size, 1);
   if (c.subgroup < 0) c.subgroup = (dev.subgroup_arithmetic && dev.subgroup_shuffle) ? 1 : 0;
-  // Defaults tuned on an H100 (bench-shaders --sweep): quantized rows do best
-  // with 16 lanes per row and 8 rows per lane (x reused 8 times), float rows
-  // with 32 lanes and 4 rows; fewer rows per lane when the matrix is too small
-  // to fill the GPU, and software-pipelined loads when rows per lane <= 4.
+  // Defaults from bench-shaders sweeps on an H100. Large quantized matrices
+  // (>= 16384 rows in total) reuse each x slice over 8 rows per lane (6 for
+  // Q6_K); otherwise 32 lanes per row with up to 4 rows per lane, fewer while
+  // the dispatch would have too few workgroups, and software-pipelined loads.
   const bool quant = L->qk > 8;
+  const bool large = quant && uint64_t(nrows) * n_items >= 16384;
   const uint32_t units = std::max<uint32_t>(ncols / L->qk * L->units_per_block, 1);
   if (c.threads_per_row == 0) {
-    // Fewest idle lanes over the row's units; ties go to the preferred width.
-    const uint32_t preferred = quant ? 16 : 32;
-    double best = -1;
-    for (uint32_t tpr : {4u, 8u, 16u, 32u}) {
-      const double eff = double(units) / (tpr * ((units + tpr - 1) / tpr));
-      if (eff > best + 1e-9 || (eff > best - 1e-9 && tpr <= preferred)) {
-        best = std::max(best, eff);
-        c.threads_per_row = tpr;
+    if (large) {
+      c.threads_per_row = t == GgmlType::Q6_K ? 8 : 16;
+    } else {
+      // Fewest idle lanes over the row's units, preferring 32 lanes (quantized
+      // rows of >= 16 units run best on 32 lanes even with a few idle).
+      c.threads_per_row = 32;
+      if (!quant || units < 16) {
+        double best = -1;
+        for (uint32_t tpr : {4u, 8u, 16u, 32u}) {
+          const double eff = double(units) / (tpr * ((units + tpr - 1) / tpr));
+          if (eff >= best - 1e-9) {
+            best = std::max(best, eff);
+            c.threads_per_row = tpr;
+          }
+        }
       }
     }
   }
-  if (c.workgroup == 0) c.workgroup = std::max<uint32_t>({quant ? 128u : 64u, sg, c.threads_per_row});
+  if (c.workgroup == 0) {
+    c.workgroup = large && t != GgmlType::Q6_K ? 128u : 64u;
+    c.workgroup = std::max<uint32_t>({c.workgroup, sg, c.threads_per_row});
+  }
   if (c.rows_per_thread == 0) {
-    const uint64_t groups = c.workgroup / c.threads_per_row;
-    c.rows_per_thread = quant ? 8 : 4;
-    while (c.rows_per_thread > 1 &&
-           uint64_t(n_items) * ((nrows + groups * c.rows_per_thread - 1) / (groups * c.rows_per_thread)) < 512)
-      c.rows_per_thread /= 2;
+    if (large) {
+      c.rows_per_thread = t == GgmlType::Q6_K ? 6 : 8;
+    } else {
+      const uint64_t groups = c.workgroup / c.threads_per_row, min_wgs = quant ? 192 : 512;
+      c.rows_per_thread = 4;
+      while (c.rows_per_thread > 1 &&
+             uint64_t(n_items) * ((nrows + groups * c.rows_per_thread - 1) / (groups * c.rows_per_thread)) < min_wgs)
+        c.rows_per_thread /= 2;
+    }
   }
   if (c.prefetch < 0) c.prefetch = c.rows_per_thread <= 4 ? 1 : 0;
   if (!pow2(c.threads_per_row) || !pow2(c.workgroup) || c.threads_per_row > c.workgroup || c.workgroup > 256 ||

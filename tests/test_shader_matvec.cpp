@@ -127,11 +127,12 @@ class ShaderMatvec : public ::testing::TestWithParam<GgmlType> {
 }  // namespace
 
 // Automatic launch configuration over several shapes (rows not a multiple of
-// any workgroup's rows; ncols 256..6400, beyond one shared-memory x chunk).
+// any workgroup's rows; ncols 256..6400; >= 16384 rows selects the
+// large-matrix launch shape).
 TEST_P(ShaderMatvec, Shapes) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = GetParam();
-  const std::pair<uint32_t, uint32_t> shapes[] = {{256, 37}, {768, 69}, {2048, 130}, {4096, 19}, {6400, 9}};
+  const std::pair<uint32_t, uint32_t> shapes[] = {{256, 37}, {768, 69}, {2048, 130}, {4096, 19}, {6400, 9}, {256, 16390}};
   bool acc = false;
   for (auto [ncols, nrows] : shapes) {
     check_matvec(rng_, t, ncols, nrows, acc, {});
@@ -147,7 +148,8 @@ TEST_P(ShaderMatvec, Configs) {
   const GgmlType t = GetParam();
   const uint32_t sg = shared_context().info().subgroup_size;
   std::vector<MatvecConfig> cfgs = {
-      {64, 4, 3, 1, 0}, {64, 16, 8, 0, 1}, {128, 32, 4, 1, 0}, {256, 8, 1, 0, 1}, {64, 64, 2, 1, 1}, {32, 32, 6, 1, 0}};
+      {64, 4, 3, 1, 0}, {64, 16, 8, 0, 1}, {128, 32, 4, 1, 0}, {256, 8, 1, 0, 1}, {64, 64, 2, 1, 1},
+      {32, 32, 6, 1, 0}, {128, 16, 8, 1, 0}, {64, 8, 6, 1, 0}};
   if (sg >= 2 && sg <= 64) cfgs.push_back({std::max<uint32_t>(64, sg), sg, 2, 1});
   for (const auto& c : cfgs) check_matvec(rng_, t, 1024, 45, true, c);
 }
