@@ -1,6 +1,10 @@
 #include "engine/gpu_forward.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -73,6 +77,14 @@ class GpuEngine final : public Engine {
  public:
   GpuEngine(const Model& m, const EngineOptions& o);
   ~GpuEngine() override {
+    if (upload_thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(up_mu_);
+        up_stop_ = true;
+      }
+      up_cv_.notify_all();
+      upload_thread_.join();
+    }
     if (ctx_) ctx_->wait_idle();
   }
   std::vector<float> eval(const std::vector<int32_t>& tokens) override;
@@ -114,6 +126,20 @@ class GpuEngine final : public Engine {
   void prefetch(int il, const std::vector<int>& experts);
   void admit(int il, int expert);
   vk::SyncPoint upload_expert(int il, int expert, int slot);
+  // Slot fills run on a worker thread (staging copies + transfer-queue
+  // submits) so they never stall the decode loop; finished fills are marked
+  // ready by the decode thread, which alone touches the SLRU policies.
+  struct UploadJob {
+    int layer, expert, slot;
+  };
+  void upload_loop();
+  void drain_uploads();
+  std::thread upload_thread_;
+  std::mutex up_mu_;
+  std::condition_variable up_cv_;
+  std::deque<UploadJob> up_jobs_;
+  std::vector<std::pair<UploadJob, vk::SyncPoint>> up_done_;
+  bool up_stop_ = false;
 
   const Model& m_;
   const ModelConfig& c_;
@@ -313,6 +339,8 @@ void GpuEngine::upload_weights() {
     }
   }
   uploader_->flush().wait();
+  if (offload_ && plan_.expert_slots_per_layer > 0 && plan_.mode == PlanMode::ExpertCache)
+    upload_thread_ = std::thread([this] { upload_loop(); });
   if (progress)
     std::fprintf(stderr, "\ruploading weights to VRAM: done, %.2f GiB in %.1f s\n", done / double(1ull << 30),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -611,6 +639,7 @@ Recorder* GpuEngine::moe_offload(Recorder* rp, int il, bool predict, std::vector
   std::vector<int> cold_ids;
   const LayerWeights& lw = m_.layers()[il];
   SlruPolicy* cache = il < int(cache_.size()) ? cache_[il].get() : nullptr;
+  if (cache) drain_uploads();
   for (int j = 0; j < K; ++j) {
     std::optional<int> slot = cache ? cache->lookup({il, ids[j]}) : std::nullopt;
     if (slot) {
@@ -705,8 +734,32 @@ vk::SyncPoint GpuEngine::upload_expert(int il, int expert, int slot) {
                      lw.up_exps.expert_bytes());
   uploader_->enqueue(g.down_pool, lw.down_exps.expert_bytes() * slot, lw.down_exps.expert(expert),
                      lw.down_exps.expert_bytes());
-  stats_.record_upload(il, lw.gate_exps.expert_bytes() + lw.up_exps.expert_bytes() + lw.down_exps.expert_bytes());
   return uploader_->flush();
+}
+
+void GpuEngine::upload_loop() {
+  for (;;) {
+    UploadJob job;
+    {
+      std::unique_lock<std::mutex> lock(up_mu_);
+      up_cv_.wait(lock, [&] { return up_stop_ || !up_jobs_.empty(); });
+      if (up_stop_) return;
+      job = up_jobs_.front();
+      up_jobs_.pop_front();
+    }
+    vk::SyncPoint done = upload_expert(job.layer, job.expert, job.slot);
+    std::lock_guard<std::mutex> lock(up_mu_);
+    up_done_.push_back({job, done});
+  }
+}
+
+void GpuEngine::drain_uploads() {
+  std::lock_guard<std::mutex> lock(up_mu_);
+  for (auto& [job, done] : up_done_) {
+    slot_ready_[job.layer][job.slot] = done;
+    cache_[job.layer]->mark_ready(job.slot);
+  }
+  up_done_.clear();
 }
 
 void GpuEngine::admit(int il, int expert) {
@@ -714,8 +767,13 @@ void GpuEngine::admit(int il, int expert) {
   if (!cache || cache->contains({il, expert})) return;
   SlruPolicy::Acquire a = cache->acquire({il, expert});
   if (!a) return;
-  slot_ready_[il][a.slot] = upload_expert(il, expert, a.slot);
-  cache->mark_ready(a.slot);
+  const LayerWeights& lw = m_.layers()[il];
+  stats_.record_upload(il, lw.gate_exps.expert_bytes() + lw.up_exps.expert_bytes() + lw.down_exps.expert_bytes());
+  {
+    std::lock_guard<std::mutex> lock(up_mu_);
+    up_jobs_.push_back({il, expert, a.slot});
+  }
+  up_cv_.notify_one();
 }
 
 void GpuEngine::prefetch(int il, const std::vector<int>& experts) {
