@@ -35,9 +35,9 @@ struct RmsNormPush {
   uint32_t n, x_off, w_off, y_off, row_stride, has_w;
   float eps;
 };
-struct RopePush {
-  uint32_t head_dim, n_heads, pos, off, neox;
-  float theta;
+struct QkNormRopePush {
+  uint32_t head_dim, n_head, q_off, k_off, pos, neox, norm;
+  float theta, eps;
 };
 struct AttentionPush {
   uint32_t head_dim, n_head, n_head_kv, n_kv, q_off, k_off, v_off, o_off, s_stride;
@@ -419,17 +419,17 @@ void GpuEngine::record_attention(Recorder& r, int il, int pos) {
     axpy(r, g.bv.buf, 0, KV, 1, nullptr, 0, 0, g.v_cache, kv_off);
     r.barrier();
   }
-  if (g.q_norm) {
-    const bool per_head = g.q_norm.ncols == D;
-    rms(r, q_, 0, &g.q_norm, q_, 0, per_head ? D : Q, per_head ? c_.n_head : 1);
-    rms(r, g.k_cache, kv_off, &g.k_norm, g.k_cache, kv_off, per_head ? D : KV, per_head ? c_.n_head_kv : 1);
+  const bool per_head = g.q_norm && g.q_norm.ncols == D;
+  if (g.q_norm && !per_head) {  // norm over the whole projection (olmoe)
+    rms(r, q_, 0, &g.q_norm, q_, 0, Q, 1);
+    rms(r, g.k_cache, kv_off, &g.k_norm, g.k_cache, kv_off, KV, 1);
     r.barrier();
   }
-  const auto& rp = ctx_->pipeline("rope", 1, sizeof(RopePush));
-  RopePush qp{D, uint32_t(c_.n_head), uint32_t(pos), 0, c_.rope_neox ? 1u : 0u, c_.rope_theta};
-  r.dispatch(rp, {q_}, qp, div_up(uint64_t(c_.n_head) * D / 2, 64));
-  RopePush kp{D, uint32_t(c_.n_head_kv), uint32_t(pos), kv_off, c_.rope_neox ? 1u : 0u, c_.rope_theta};
-  r.dispatch(rp, {g.k_cache}, kp, div_up(uint64_t(c_.n_head_kv) * D / 2, 64));
+  const auto& rp = ctx_->pipeline("qk_norm_rope", 4, sizeof(QkNormRopePush));
+  QkNormRopePush qp{D, uint32_t(c_.n_head), 0, kv_off, uint32_t(pos), c_.rope_neox ? 1u : 0u, per_head ? 1u : 0u,
+                    c_.rope_theta, c_.norm_eps};
+  r.dispatch(rp, {q_, g.k_cache, per_head ? g.q_norm.buf : q_, per_head ? g.k_norm.buf : q_}, qp,
+             c_.n_head + c_.n_head_kv);
   r.barrier();
   mark(r, "bias/qk-norm/rope");
   const auto& ap = ctx_->pipeline("attention", 5, sizeof(AttentionPush));

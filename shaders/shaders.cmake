@@ -21,7 +21,6 @@ file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/shaders)
 
 # Shader list (one line per compiled variant):
 vkmoe_shader(rms_norm rms_norm.comp)
-vkmoe_shader(rope rope.comp)
 vkmoe_shader(attention attention.comp)
 vkmoe_shader(axpy axpy.comp)
 vkmoe_shader(swiglu swiglu.comp)
@@ -36,3 +35,4 @@ foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
 endforeach()
 vkmoe_shader(bandwidth bandwidth.comp)
 vkmoe_shader(moe_topk_sg moe_topk_sg.comp)
+vkmoe_shader(qk_norm_rope qk_norm_rope.comp)

@@ -54,7 +54,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 }
 
 struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; };
-struct RopePush { uint32_t head_dim, n_heads, pos, off, neox; float theta; };
+struct QkNormRopePush { uint32_t head_dim, n_head, q_off, k_off, pos, neox, norm; float theta, eps; };
 struct AttentionPush { uint32_t head_dim, n_head, n_head_kv, n_kv, q_off, k_off, v_off, o_off, s_stride; float scale; };
 struct AxpyPush { uint32_t n, items, x_off, a_off, y_off, mode; float scale; };
 struct SwigluPush { uint32_t n, g_off, u_off; };
@@ -76,20 +76,31 @@ TEST(ShaderTrunk, RmsNormRowsWithAndWithoutWeights) {
   }
 }
 
-TEST(ShaderTrunk, RopeNormalAndNeox) {
+TEST(ShaderTrunk, QkNormRopeMatchesReference) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  const uint32_t D = 128, H = 5, off = 7;
-  for (uint32_t neox : {0u, 1u}) {
-    const uint32_t pos = e.rng() % 5000;
-    auto v = e.randn(off + D * H);
-    Buffer b = e.buf(v);
-    e.run("rope", {b}, RopePush{D, H, pos, off, neox, 1e6f}, (D / 2 * H + 63) / 64);
-    auto want = v;
-    for (uint32_t h = 0; h < H; ++h) rope(&want[off + h * D], D, pos, 1e6f, neox != 0);
-    // Angles reach pos radians: float argument reduction differs slightly.
-    expect_close(e.read(b, v.size()), want, 2e-4, neox ? "neox" : "normal");
-  }
+  const uint32_t D = 128, NH = 6, NKV = 2, q_off = 4, k_off = 12;
+  for (uint32_t norm : {0u, 1u})
+    for (uint32_t neox : {0u, 1u}) {
+      const uint32_t pos = e.rng() % 5000;
+      auto q = e.randn(q_off + NH * D, 2.f), k = e.randn(k_off + NKV * D, 2.f);
+      auto qw = e.randn(D), kw = e.randn(D);
+      Buffer bq = e.buf(q), bk = e.buf(k), bqw = e.buf(qw), bkw = e.buf(kw);
+      e.run("qk_norm_rope", {bq, bk, bqw, bkw}, QkNormRopePush{D, NH, q_off, k_off, pos, neox, norm, 1e6f, 1e-6f},
+            NH + NKV);
+      auto wq = q, wk = k;
+      for (uint32_t h = 0; h < NH; ++h) {
+        if (norm) rms_norm(&wq[q_off + h * D], qw.data(), &wq[q_off + h * D], D, 1e-6f);
+        rope(&wq[q_off + h * D], D, pos, 1e6f, neox != 0);
+      }
+      for (uint32_t h = 0; h < NKV; ++h) {
+        if (norm) rms_norm(&wk[k_off + h * D], kw.data(), &wk[k_off + h * D], D, 1e-6f);
+        rope(&wk[k_off + h * D], D, pos, 1e6f, neox != 0);
+      }
+      // Angles reach pos radians: float argument reduction differs slightly.
+      expect_close(e.read(bq, q.size()), wq, 2e-4, "q");
+      expect_close(e.read(bk, k.size()), wk, 2e-4, "k");
+    }
 }
 
 TEST(ShaderTrunk, AttentionMatchesNaiveSoftmax) {
