@@ -50,6 +50,10 @@ struct AxpyPush {
 struct SwigluPush {
   uint32_t n, g_off, u_off;
 };
+struct CombineNormPush {
+  uint32_t n, items;
+  float eps;
+};
 struct TopkPush {
   uint32_t n_expert, k, normalize, l_off;
 };
@@ -103,11 +107,14 @@ class GpuEngine final : public Engine {
   Recorder& next_recorder();
   void embed(int32_t token, uint32_t slot);
   // Records layer il's attention block (and the FFN norm) for one token.
-  void record_attention(Recorder& r, int il, int pos);
+  // normed: xn already holds this layer's attention-normed input.
+  void record_attention(Recorder& r, int il, int pos, bool normed = false);
   void record_dense_ffn(Recorder& r, int il);
   void record_shared_expert(Recorder& r, int il);
-  void record_resident_moe(Recorder& r, int il);
-  void record_output(Recorder& r);
+  // With next_norm (and no shared expert) the expert combine also writes
+  // xn = rmsnorm(x) * next_norm for what follows; returns whether it did.
+  bool record_resident_moe(Recorder& r, int il, const GpuTensor* next_norm = nullptr);
+  void record_output(Recorder& r, bool normed = false);
   void mv(Recorder& r, const GpuTensor& w, const Buffer& x, uint32_t xo, const Buffer& y, uint32_t yo,
           bool acc = false);
   void rms(Recorder& r, const Buffer& x, uint32_t xo, const GpuTensor* w, const Buffer& y, uint32_t yo,
@@ -401,13 +408,15 @@ void GpuEngine::embed(int32_t token, uint32_t slot) {
                  c_.n_embd);
 }
 
-void GpuEngine::record_attention(Recorder& r, int il, int pos) {
+void GpuEngine::record_attention(Recorder& r, int il, int pos, bool normed) {
   GpuLayer& g = L_[il];
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const uint32_t kv_off = uint32_t(pos) * KV;
-  rms(r, x_, 0, &g.attn_norm, xn_, 0, E);
-  r.barrier();
-  mark(r, "attn norm");
+  if (!normed) {
+    rms(r, x_, 0, &g.attn_norm, xn_, 0, E);
+    r.barrier();
+    mark(r, "attn norm");
+  }
   mv(r, g.wq, xn_, 0, q_, 0);
   mv(r, g.wk, xn_, 0, g.k_cache, kv_off);
   mv(r, g.wv, xn_, 0, g.v_cache, kv_off);
@@ -473,7 +482,7 @@ void GpuEngine::record_shared_expert(Recorder& r, int il) {
   r.barrier();
 }
 
-void GpuEngine::record_resident_moe(Recorder& r, int il) {
+bool GpuEngine::record_resident_moe(Recorder& r, int il, const GpuTensor* next_norm) {
   GpuLayer& g = L_[il];
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used, N = c_.n_expert;
   mv(r, g.router, xn_, 0, rlog_, 0);
@@ -509,34 +518,49 @@ void GpuEngine::record_resident_moe(Recorder& r, int il) {
   ids_mv(g.down_exps, eg_, F, eo_, E);
   r.barrier();
   mark(r, "experts down");
+  if (next_norm && !g.gate_shexp) {
+    const auto& cp = ctx_->pipeline("moe_combine_norm", 5, sizeof(CombineNormPush));
+    r.dispatch(cp, {eo_, wts_, x_, next_norm->buf, xn_}, CombineNormPush{E, K, c_.norm_eps}, 1);
+    r.barrier();
+    mark(r, "combine + next norm");
+    return true;
+  }
   axpy(r, eo_, 0, E, K, &wts_, 0, /*weights*/ 1, x_, 0);
   r.barrier();
   mark(r, "combine");
   record_shared_expert(r, il);
+  return false;
 }
 
-void GpuEngine::record_output(Recorder& r) {
-  rms(r, x_, 0, &output_norm_, xn_, 0, c_.n_embd);
-  r.barrier();
+void GpuEngine::record_output(Recorder& r, bool normed) {
+  if (!normed) {
+    rms(r, x_, 0, &output_norm_, xn_, 0, c_.n_embd);
+    r.barrier();
+  }
   mv(r, output_, xn_, 0, logits_, 0);
   r.barrier();
   r.copy(logits_, 0, readback_, rb_logits_, uint64_t(c_.n_vocab) * 4);
 }
 
 void GpuEngine::record_resident_tokens(Recorder& r, int pos0, size_t n) {
+  bool normed = false;
   for (size_t t = 0; t < n; ++t) {
     r.copy(in_x_, t * c_.n_embd * 4, x_, 0, uint64_t(c_.n_embd) * 4);
     r.barrier();
     mark(r, "start");
+    normed = false;
     for (int il = 0; il < c_.n_layer; ++il) {
-      record_attention(r, il, pos0 + int(t));
+      record_attention(r, il, pos0 + int(t), normed);
+      normed = false;
+      const bool last = il + 1 == c_.n_layer;
+      const GpuTensor* next_norm = !last ? &L_[il + 1].attn_norm : t + 1 == n ? &output_norm_ : nullptr;
       if (c_.is_moe())
-        record_resident_moe(r, il);
+        normed = record_resident_moe(r, il, next_norm);
       else
         record_dense_ffn(r, il);
     }
   }
-  record_output(r);
+  record_output(r, normed);
   mark(r, "output head");
 }
 
