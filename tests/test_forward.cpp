@@ -164,7 +164,7 @@ TEST(ExpertFfnExact, MatchesScalarReference) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0, 1);
-  const int E = 256, F = 512, N = 3;
+  const int E = 256, F = 512, N = 6;
   const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::F16, GgmlType::BF16};
   std::vector<std::vector<uint8_t>> store;
   auto make = [&](GgmlType t, int rows, int cols) {
@@ -178,10 +178,10 @@ TEST(ExpertFfnExact, MatchesScalarReference) {
   store.reserve(3 * N);
   std::vector<ExpertView> ex;
   for (int k = 0; k < N; ++k) {
-    GgmlType g = types[rng() % 6], u = types[rng() % 6], d = types[rng() % 6];
+    GgmlType g = types[k], u = types[(k + 1) % 6], d = types[(k + 2) % 6];  // every type in every role
     ex.push_back({g, u, d, make(g, F, E), make(u, F, E), make(d, E, F), E, F});
   }
-  std::vector<float> x(E), w = {0.5f, 0.3f, 0.2f}, out(E, NAN);
+  std::vector<float> x(E), w = {0.3f, 0.2f, 0.15f, 0.15f, 0.1f, 0.1f}, out(E, NAN);
   for (auto& v : x) v = nd(rng);
   ThreadPool pool(2);
   moe_ffn_cpu_exact(ex.data(), w.data(), N, x.data(), out.data(), pool);
