@@ -125,8 +125,14 @@ class GpuEngine final : public Engine {
   void record_resident_tokens(Recorder& r, int pos0, size_t n);
   void decode_offload(int32_t token);
   // Offload mode: experts of layer il routed by the host.
-  // Returns the recorder to continue in (a fresh one if it had to submit).
-  Recorder* moe_offload(Recorder* r, int il, bool predict, std::vector<vk::SyncPoint>& waits);
+  // Offload mode, per layer: A = (previous CPU experts' output +) attention,
+  // router and readback; B = the layer's GPU experts from cache slots.
+  void record_offload_a(Recorder& r, int il);
+  void record_offload_b(Recorder& r, int il);
+  void record_offload_end(Recorder& r);
+  // Routes layer il on the host: slot ids/weights for B, the CPU's share.
+  void route_offload(int il, std::vector<vk::SyncPoint>& waits, std::vector<ExpertView>& cold,
+                     std::vector<float>& cold_w, std::vector<int>& cold_ids);
   // Host work overlapping layer il's GPU experts: admit the previous layer's
   // misses, then prefetch what is predicted for layer il + 1.
   void cache_maintenance(int il, bool predict);
@@ -182,7 +188,6 @@ class GpuEngine final : public Engine {
   std::vector<std::vector<int>> predicted_;              // prediction for the current token
   std::vector<std::pair<int, int>> pending_admit_;       // (layer, expert) misses to upload
   RouteStats stats_;
-  bool cpu_out_pending_ = false;
   // GPU time per step of the resident decode (env VKMOE_PROFILE=1).
   std::unique_ptr<vk::TimestampPool> prof_;
   std::vector<const char*> prof_labels_;
@@ -226,7 +231,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     const uint64_t cap = ctx_->info().max_storage_buffer_range / biggest;
     if (uint64_t(plan_.expert_slots_per_layer) > cap) plan_.expert_slots_per_layer = static_cast<int>(cap);
   }
-  for (int i = 0; i < 3; ++i) recorders_.push_back(std::make_unique<Recorder>(*ctx_));
+  for (int i = 0; i < 8; ++i) recorders_.push_back(std::make_unique<Recorder>(*ctx_));
   uploader_ = std::make_unique<vk::Uploader>(*ctx_, 64ull << 20, 4);
 
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), K = std::max(1, c_.n_expert_used);
@@ -259,6 +264,11 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   host_ids_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot ids");
   host_wts_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot weights");
   cpu_out_ = ctx_->create_buffer(uint64_t(E) * 4, MemoryKind::Upload, "CPU expert output");
+  {  // offload mode reads the expert outputs of skipped items (with weight 0): keep them finite
+    Recorder& r = next_recorder();
+    for (const Buffer* b : {&eg_, &eu_, &eo_}) r.fill(*b, 0, b->size(), 0);
+    r.submit().wait();
+  }
   upload_weights();
   if (std::getenv("VKMOE_PROFILE") && ctx_->info().timestamps)
     prof_ = std::make_unique<vk::TimestampPool>(*ctx_, 64 * c_.n_layer + 16);
@@ -604,87 +614,34 @@ void GpuEngine::decode_resident(const std::vector<int32_t>& tokens) {
   }
 }
 
-void GpuEngine::decode_offload(int32_t token) {
+void GpuEngine::record_offload_a(Recorder& r, int il) {
   const uint32_t E = c_.n_embd;
-  embed(token, 0);
-  Recorder* r = &next_recorder();
-  r->copy(in_x_, 0, x_, 0, uint64_t(E) * 4);
-  r->barrier();
-  std::vector<vk::SyncPoint> waits;
-  for (int il = 0; il < c_.n_layer; ++il) {
-    if (cpu_out_pending_) {
-      axpy(*r, cpu_out_, 0, E, 1, nullptr, 0, 0, x_, 0);
-      r->barrier();
-      cpu_out_pending_ = false;
-    }
-    record_attention(*r, il, pos_);
-    const GpuLayer& g = L_[il];
-    mv(*r, g.router, xn_, 0, rlog_, 0);
-    const bool predict = opt_.predict_prefetch && il + 1 < c_.n_layer;
-    if (predict) {  // layer il+1's router applied to this layer's hidden state
-      rms(*r, x_, 0, &L_[il + 1].ffn_norm, so_, 0, E);
-      r->barrier();
-      mv(*r, L_[il + 1].router, so_, 0, rlog_, c_.n_expert);
-    }
-    r->barrier();
-    r->copy(rlog_, 0, readback_, rb_rlog_, uint64_t(c_.n_expert) * 4);
-    r->copy(xn_, 0, readback_, rb_xn_, uint64_t(E) * 4);
-    if (predict) r->copy(rlog_, uint64_t(c_.n_expert) * 4, readback_, rb_plog_, uint64_t(c_.n_expert) * 4);
-    r->submit(waits).wait();
-    waits.clear();
-    r = moe_offload(&next_recorder(), il, predict, waits);
+  if (il == 0)
+    r.copy(in_x_, 0, x_, 0, uint64_t(E) * 4);
+  else
+    axpy(r, cpu_out_, 0, E, 1, nullptr, 0, 0, x_, 0);  // the previous layer's CPU experts
+  r.barrier();
+  record_attention(r, il, pos_);
+  const GpuLayer& g = L_[il];
+  mv(r, g.router, xn_, 0, rlog_, 0);
+  const bool predict = opt_.predict_prefetch && il + 1 < c_.n_layer;
+  if (predict) {  // layer il+1's router applied to this layer's hidden state
+    rms(r, x_, 0, &L_[il + 1].ffn_norm, so_, 0, E);
+    r.barrier();
+    mv(r, L_[il + 1].router, so_, 0, rlog_, c_.n_expert);
   }
-  if (cpu_out_pending_) {
-    axpy(*r, cpu_out_, 0, E, 1, nullptr, 0, 0, x_, 0);
-    r->barrier();
-    cpu_out_pending_ = false;
-  }
-  record_output(*r);
-  r->submit(waits).wait();
-  ++pos_;
-  stats_.add_tokens(1);
+  r.barrier();
+  r.copy(rlog_, 0, readback_, rb_rlog_, uint64_t(c_.n_expert) * 4);
+  r.copy(xn_, 0, readback_, rb_xn_, uint64_t(E) * 4);
+  if (predict) r.copy(rlog_, uint64_t(c_.n_expert) * 4, readback_, rb_plog_, uint64_t(c_.n_expert) * 4);
 }
 
-Recorder* GpuEngine::moe_offload(Recorder* rp, int il, bool predict, std::vector<vk::SyncPoint>& waits) {
-  Recorder& r = *rp;
-  const int K = c_.n_expert_used, N = c_.n_expert;
-  const uint32_t E = c_.n_embd, F = c_.n_ff_exp;
-  const float* rl = reinterpret_cast<const float*>(readback_.data() + rb_rlog_);
-  std::vector<int> ids(K);
-  std::vector<float> w(K);
-  route_topk(rl, N, K, c_.norm_topk_prob, ids.data(), w.data());
-  if (opt_.predict_prefetch && il > 0) stats_.record_routing(il, predicted_[il], ids);
-  prev_route_[il] = ids;
-  // Hits run on the GPU from their slots; misses on the CPU.
-  std::vector<int32_t> hit_slots;
-  std::vector<float> hit_w;
-  std::vector<ExpertView> cold;
-  std::vector<float> cold_w;
-  std::vector<int> cold_ids;
-  const LayerWeights& lw = m_.layers()[il];
-  SlruPolicy* cache = il < int(cache_.size()) ? cache_[il].get() : nullptr;
-  if (cache) drain_uploads();
-  for (int j = 0; j < K; ++j) {
-    std::optional<int> slot = cache ? cache->lookup({il, ids[j]}) : std::nullopt;
-    if (slot) {
-      hit_slots.push_back(*slot);
-      hit_w.push_back(w[j]);
-      if (!slot_ready_[il][*slot].reached()) waits.push_back(slot_ready_[il][*slot]);
-    } else {
-      cold.push_back({lw.gate_exps.type(), lw.up_exps.type(), lw.down_exps.type(), lw.gate_exps.expert(ids[j]),
-                      lw.up_exps.expert(ids[j]), lw.down_exps.expert(ids[j]), c_.n_embd, c_.n_ff_exp});
-      cold_w.push_back(w[j]);
-      cold_ids.push_back(ids[j]);
-    }
-  }
-  stats_.record_cache(il, hit_slots.size(), cold.size());
-  stats_.record_compute(il, hit_slots.size(), cold.size());
-  const uint32_t H = static_cast<uint32_t>(hit_slots.size());
-  if (H > 0) {
-    std::memcpy(host_ids_.data(), hit_slots.data(), H * 4);
-    std::memcpy(host_wts_.data(), hit_w.data(), H * 4);
+void GpuEngine::record_offload_b(Recorder& r, int il) {
+  const int slots = plan_.expert_slots_per_layer;
+  if (slots > 0) {
+    const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
+    const LayerWeights& lw = m_.layers()[il];
     const GpuLayer& g = L_[il];
-    const int slots = plan_.expert_slots_per_layer;
     auto ids_mv = [&](const Weight& wt, const Buffer& pool, const Buffer& x, uint32_t x_stride, const Buffer& y,
                       uint32_t y_stride) {
       vk::MatvecIdsArgs a;
@@ -695,7 +652,7 @@ Recorder* GpuEngine::moe_offload(Recorder* rp, int il, bool predict, std::vector
       a.x = x;
       a.y = y;
       a.ids = host_ids_;
-      a.n_ids = H;
+      a.n_ids = K;
       a.n_experts = slots;
       a.expert_stride = wt.expert_bytes();
       a.x_stride = x_stride;
@@ -706,30 +663,109 @@ Recorder* GpuEngine::moe_offload(Recorder* rp, int il, bool predict, std::vector
     ids_mv(lw.up_exps, g.up_pool, xn_, 0, eu_, F);
     r.barrier();
     const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
-    r.dispatch(sp, {eg_, eu_}, SwigluPush{H * F, 0, 0}, div_up(uint64_t(H) * F, 256));
+    r.dispatch(sp, {eg_, eu_}, SwigluPush{K * F, 0, 0}, div_up(uint64_t(K) * F, 256));
     r.barrier();
     ids_mv(lw.down_exps, g.down_pool, eg_, F, eo_, E);
     r.barrier();
-    axpy(r, eo_, 0, E, H, &host_wts_, 0, 1, x_, 0);
+    // Items computed on the CPU have weight 0 here (their stale, finite outputs drop out).
+    axpy(r, eo_, 0, E, K, &host_wts_, 0, 1, x_, 0);
     r.barrier();
   }
   record_shared_expert(r, il);
-  // Submit now so the GPU works on the hits while the host computes the misses
-  // and maintains the cache.
-  r.submit(waits);
-  waits.clear();
-  if (!cold.empty()) {
-    const float* xn = reinterpret_cast<const float*>(readback_.data() + rb_xn_);
-    if (opt_.cpu_q8)
-      moe_ffn_cpu(cold.data(), cold_w.data(), static_cast<int>(cold.size()), xn, cpu_out_.as<float>(), *pool_);
+}
+
+void GpuEngine::record_offload_end(Recorder& r) {
+  axpy(r, cpu_out_, 0, c_.n_embd, 1, nullptr, 0, 0, x_, 0);
+  r.barrier();
+  record_output(r);
+}
+
+// Per layer the host waits once: for the router. While the GPU runs a
+// layer's attention the host has already recorded that layer's experts and
+// the next layer's attention; only slot ids, weights and the CPU experts'
+// output (all in host-visible buffers) are filled in after routing.
+void GpuEngine::decode_offload(int32_t token) {
+  embed(token, 0);
+  const int L = c_.n_layer;
+  auto record_next_a = [&](int il) {
+    Recorder* r = &next_recorder();
+    if (il < L)
+      record_offload_a(*r, il);
     else
-      moe_ffn_cpu_exact(cold.data(), cold_w.data(), static_cast<int>(cold.size()), xn, cpu_out_.as<float>(), *pool_);
-    cpu_out_pending_ = true;
+      record_offload_end(*r);
+    return r;
+  };
+  Recorder* a = record_next_a(0);
+  vk::SyncPoint routed = a->submit();
+  Recorder* b = &next_recorder();
+  record_offload_b(*b, 0);
+  a = record_next_a(1);
+  routed.wait();
+  for (int il = 0; il < L; ++il) {
+    const bool predict = opt_.predict_prefetch && il + 1 < L;
+    std::vector<vk::SyncPoint> waits;
+    std::vector<ExpertView> cold;
+    std::vector<float> cold_w;
+    std::vector<int> cold_ids;
+    route_offload(il, waits, cold, cold_w, cold_ids);
+    b->submit(waits);  // the GPU works on the hits while the host computes the misses
+    float* cpu_out = cpu_out_.as<float>();
+    if (cold.empty()) {
+      std::fill(cpu_out, cpu_out + c_.n_embd, 0.f);
+    } else {
+      const float* xn = reinterpret_cast<const float*>(readback_.data() + rb_xn_);
+      const int n = static_cast<int>(cold.size());
+      if (opt_.cpu_q8)
+        moe_ffn_cpu(cold.data(), cold_w.data(), n, xn, cpu_out, *pool_);
+      else
+        moe_ffn_cpu_exact(cold.data(), cold_w.data(), n, xn, cpu_out, *pool_);
+    }
+    cache_maintenance(il, predict);
+    if (il < int(cache_.size()) && cache_[il] && plan_.mode == PlanMode::ExpertCache)
+      for (int e : cold_ids) pending_admit_.push_back({il, e});
+    routed = a->submit();
+    if (il + 1 < L) {
+      b = &next_recorder();
+      record_offload_b(*b, il + 1);
+      a = record_next_a(il + 2);
+    }
+    routed.wait();
   }
-  cache_maintenance(il, predict);
-  if (cache && plan_.mode == PlanMode::ExpertCache)
-    for (int e : cold_ids) pending_admit_.push_back({il, e});
-  return &next_recorder();
+  ++pos_;
+  stats_.add_tokens(1);
+}
+
+void GpuEngine::route_offload(int il, std::vector<vk::SyncPoint>& waits, std::vector<ExpertView>& cold,
+                              std::vector<float>& cold_w, std::vector<int>& cold_ids) {
+  const int K = c_.n_expert_used, N = c_.n_expert;
+  const float* rl = reinterpret_cast<const float*>(readback_.data() + rb_rlog_);
+  std::vector<int> ids(K);
+  std::vector<float> w(K);
+  route_topk(rl, N, K, c_.norm_topk_prob, ids.data(), w.data());
+  if (opt_.predict_prefetch && il > 0) stats_.record_routing(il, predicted_[il], ids);
+  prev_route_[il] = ids;
+  const LayerWeights& lw = m_.layers()[il];
+  SlruPolicy* cache = il < int(cache_.size()) ? cache_[il].get() : nullptr;
+  if (cache) drain_uploads();
+  int32_t* slot_ids = host_ids_.as<int32_t>();
+  float* slot_w = host_wts_.as<float>();
+  int hits = 0;
+  for (int j = 0; j < K; ++j) {
+    std::optional<int> slot = cache ? cache->lookup({il, ids[j]}) : std::nullopt;
+    slot_ids[j] = slot ? *slot : -1;
+    slot_w[j] = slot ? w[j] : 0.f;
+    if (slot) {
+      ++hits;
+      if (!slot_ready_[il][*slot].reached()) waits.push_back(slot_ready_[il][*slot]);
+    } else {
+      cold.push_back({lw.gate_exps.type(), lw.up_exps.type(), lw.down_exps.type(), lw.gate_exps.expert(ids[j]),
+                      lw.up_exps.expert(ids[j]), lw.down_exps.expert(ids[j]), c_.n_embd, c_.n_ff_exp});
+      cold_w.push_back(w[j]);
+      cold_ids.push_back(ids[j]);
+    }
+  }
+  stats_.record_cache(il, hits, cold.size());
+  stats_.record_compute(il, hits, cold.size());
 }
 
 void GpuEngine::cache_maintenance(int il, bool predict) {
