@@ -52,12 +52,41 @@ class ActivationCache {
   std::vector<std::pair<GgmlType, std::vector<uint8_t>>> entries_;
 };
 
+// f32 activations: gate/up rows of all experts split across the pool, the
+// hidden vector h = silu(g) * u kept in f32, then the down rows.
+void moe_ffn_f32(const ExpertView* experts, const float* weights, int n, const float* x, float* out,
+                 ThreadPool& pool) {
+  const int64_t n_embd = experts[0].n_embd, n_ff = experts[0].n_ff;
+  std::vector<float> h(n * n_ff), up_out(n * n_ff);
+  pool.parallel_for(n * n_ff, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end;) {
+      const int64_t k = i / n_ff, r0 = i % n_ff, r1 = std::min(n_ff, r0 + (end - i));
+      const ExpertView& e = experts[k];
+      float* g = h.data() + k * n_ff;
+      float* u = up_out.data() + k * n_ff;
+      matvec_rows_f32(e.gate_type, e.gate, x, g + r0, r0, r1, n_embd);
+      matvec_rows_f32(e.up_type, e.up, x, u + r0, r0, r1, n_embd);
+      for (int64_t r = r0; r < r1; ++r) g[r] = g[r] / (1.f + std::exp(-g[r])) * u[r];
+      i += r1 - r0;
+    }
+  });
+  pool.parallel_for(n_embd, [&](int64_t begin, int64_t end) {
+    std::vector<float> y(end - begin);
+    std::fill(out + begin, out + end, 0.f);
+    for (int k = 0; k < n; ++k) {
+      matvec_rows_f32(experts[k].down_type, experts[k].down, h.data() + k * n_ff, y.data(), begin, end, n_ff);
+      for (int64_t r = begin; r < end; ++r) out[r] += weights[k] * y[r - begin];
+    }
+  });
+}
+
 }  // namespace
 
 void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const float* x, float* out,
-                 ThreadPool& pool) {
+                 ThreadPool& pool, CpuActivations activations) {
   if (n <= 0) return;
   check_experts(experts, n);
+  if (activations == CpuActivations::F32) return moe_ffn_f32(experts, weights, n, x, out, pool);
   const int64_t n_embd = experts[0].n_embd, n_ff = experts[0].n_ff;
 
   ActivationCache xcache(x, n_embd);

@@ -19,10 +19,16 @@ struct ExpertView {
   int n_ff;
 };
 
+// How activations meet the quantized weights: Q8 quantizes x and the hidden
+// vector to Q8_K/Q8_0 per block (integer dot products, fastest, ~2% relative
+// error); F32 keeps them in f32 (dequantized weights times f32, like the GPU
+// kernels, so offloading an expert does not change the result beyond rounding).
+enum class CpuActivations { Q8, F32 };
+
 // out[n_embd] = sum_k weights[k] * down_k(silu(gate_k x) * up_k x); out is
 // overwritten. n == 0 is a no-op (out untouched: there is no n_embd to zero).
 // All experts must share n_embd and n_ff; bad shapes/types throw Error.
 void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const float* x, float* out,
-                 ThreadPool& pool);
+                 ThreadPool& pool, CpuActivations activations = CpuActivations::Q8);
 
 }  // namespace vkmoe

@@ -3,9 +3,11 @@
 #include "cpu/simd_kernels.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "engine/common.h"
 
@@ -60,6 +62,23 @@ inline void unpack_scales_k4(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
   }
 }
 
+// Same as unpack_scales_k4 with 32-bit word operations (little-endian):
+// out[0..7] = scales, out[8..15] = mins.
+inline void unpack_scales_mins_k4(const uint8_t* q, uint8_t* out) {
+  static_assert(std::endian::native == std::endian::little);
+  uint32_t a, b, c;
+  std::memcpy(&a, q, 4);
+  std::memcpy(&b, q + 4, 4);
+  std::memcpy(&c, q + 8, 4);
+  const uint32_t sc_lo = a & 0x3F3F3F3Fu, mn_lo = b & 0x3F3F3F3Fu;
+  const uint32_t sc_hi = (c & 0x0F0F0F0Fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((c >> 4) & 0x0F0F0F0Fu) | ((b >> 2) & 0x30303030u);
+  std::memcpy(out, &sc_lo, 4);
+  std::memcpy(out + 4, &sc_hi, 4);
+  std::memcpy(out + 8, &mn_lo, 4);
+  std::memcpy(out + 12, &mn_hi, 4);
+}
+
 // Sum over the 8 sub-blocks of min_j * (sum of activation quants in sub-block j).
 inline int mins_dot_bsums(const uint8_t* mn, const int16_t* bsums) {
   int sum = 0;
@@ -101,14 +120,16 @@ template <class LoadW, class ScalarW>
 HWY_INLINE float DotFloat(const float* x, int64_t n, LoadW load_w, ScalarW scalar_w) {
   const hn::ScalableTag<float> df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
-  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df), acc2 = hn::Zero(df), acc3 = hn::Zero(df);
   int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
+  for (; i + 4 * N <= n; i += 4 * N) {
     acc0 = hn::MulAdd(load_w(df, i), hn::LoadU(df, x + i), acc0);
     acc1 = hn::MulAdd(load_w(df, i + N), hn::LoadU(df, x + i + N), acc1);
+    acc2 = hn::MulAdd(load_w(df, i + 2 * N), hn::LoadU(df, x + i + 2 * N), acc2);
+    acc3 = hn::MulAdd(load_w(df, i + 3 * N), hn::LoadU(df, x + i + 3 * N), acc3);
   }
   for (; i + N <= n; i += N) acc0 = hn::MulAdd(load_w(df, i), hn::LoadU(df, x + i), acc0);
-  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
   for (; i < n; ++i) sum += scalar_w(i) * x[i];
   return sum;
 }
@@ -280,6 +301,202 @@ void MatvecRows(int kernel, const uint8_t* w, size_t stride, const void* xq, flo
   }
 }
 
+// ---- quantized weights x f32 activations ----
+// Blocks are dequantized in registers. Within a scale group the weights are
+// w = scale * q - min, so sum(w * x) = scale * sum(q * x) - min * sum(x): the
+// integer quants are converted to float and multiplied by x lane-wise, and the
+// group's lane sums are scaled once per group (f32 throughout, no activation
+// quantization). Vectors hold at most 16 floats so one never spans two groups.
+using DFx = hn::CappedTag<float, 16>;
+using DIx = hn::RebindToSigned<DFx>;
+
+HWY_INLINE hn::Vec<DIx> LoadU8AsI32(const uint8_t* p) { return hn::PromoteTo(DIx(), hn::LoadU(hn::Rebind<uint8_t, DIx>(), p)); }
+HWY_INLINE hn::Vec<DIx> LoadI8AsI32(const int8_t* p) { return hn::PromoteTo(DIx(), hn::LoadU(hn::Rebind<int8_t, DIx>(), p)); }
+HWY_INLINE hn::Vec<DFx> ToFloat(hn::Vec<DIx> v) { return hn::ConvertTo(DFx(), v); }
+
+// xs[g]: sum of x over the 32-element group g, for the min term of Q4_K/Q5_K.
+void GroupSums32(const float* x, int64_t n, float* xs) {
+  const DFx df;
+  const size_t N = hn::Lanes(df);
+  for (int64_t g = 0; g < n / 32; ++g, x += 32) {
+    auto s = hn::LoadU(df, x);
+    for (size_t off = N; off < 32; off += N) s = hn::Add(s, hn::LoadU(df, x + off));
+    xs[g] = hn::GetLane(hn::SumOfLanes(df, s));
+  }
+}
+
+// Q4_K/Q5_K scaled group factors of one block: scale[j] = d * sc[j] and
+// mins += sum_j dmin * mn[j] * xs[j] (mins has at most 8 lanes).
+template <class DM, class VM>
+HWY_INLINE void K4Scales(DM dm, const uint8_t* packed, float d, float dmin, const float* xs, float* scale, VM& mins) {
+  uint8_t sc_mn[16];
+  unpack_scales_mins_k4(packed, sc_mn);
+  const hn::RebindToSigned<DM> di;
+  const hn::Rebind<uint8_t, DM> du8;
+  for (size_t j = 0; j < 8; j += hn::Lanes(dm)) {
+    const auto sc = hn::ConvertTo(dm, hn::PromoteTo(di, hn::LoadU(du8, sc_mn + j)));
+    const auto mn = hn::ConvertTo(dm, hn::PromoteTo(di, hn::LoadU(du8, sc_mn + 8 + j)));
+    hn::StoreU(hn::Mul(hn::Set(dm, d), sc), dm, scale + j);
+    mins = hn::MulAdd(hn::Mul(hn::Set(dm, dmin), mn), hn::LoadU(dm, xs + j), mins);
+  }
+}
+
+// Q4_K (kHighBits = false) and Q5_K (true): 8 groups of 32 per block; group
+// 2c holds the low nibbles of qs[32c..32c+32), group 2c+1 the high nibbles; Q5_K
+// adds bit j of qh[l] as bit 4 of element l of group j.
+template <bool kHighBits, class Block>
+HWY_INLINE float DotK4F32(const Block* w, const float* x, const float* xs, int64_t nb) {
+  const DFx df;
+  const DIx di;
+  const hn::CappedTag<float, 8> dm;
+  const size_t N = hn::Lanes(df);
+  const auto low4 = hn::Set(di, 0xF), one = hn::Set(di, 1);
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df), acc2 = hn::Zero(df), acc3 = hn::Zero(df);
+  auto mins = hn::Zero(dm);
+  HWY_ALIGN float scale[8];
+  for (int64_t b = 0; b < nb; ++b, x += QK_K, xs += 8) {
+    const Block& blk = w[b];
+    K4Scales(dm, blk.scales, half_to_float(blk.d), half_to_float(blk.dmin), xs, scale, mins);
+    for (int c = 0; c < 4; c += 2) {  // groups 2c .. 2c+3
+      const uint8_t* qs = blk.qs + 32 * c;
+      const float* xc = x + 64 * c;
+      auto s0 = hn::Zero(df), s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df);
+      for (size_t off = 0; off < 32; off += N) {
+        const auto qa = LoadU8AsI32(qs + off), qb = LoadU8AsI32(qs + 32 + off);
+        auto q0 = hn::And(qa, low4), q1 = hn::ShiftRight<4>(qa);
+        auto q2 = hn::And(qb, low4), q3 = hn::ShiftRight<4>(qb);
+        if constexpr (kHighBits) {
+          const auto h = hn::ShiftRightSame(LoadU8AsI32(blk.qh + off), 2 * c);
+          q0 = hn::Or(q0, hn::ShiftLeft<4>(hn::And(h, one)));
+          q1 = hn::Or(q1, hn::ShiftLeft<4>(hn::And(hn::ShiftRight<1>(h), one)));
+          q2 = hn::Or(q2, hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(h), one)));
+          q3 = hn::Or(q3, hn::ShiftLeft<4>(hn::And(hn::ShiftRight<3>(h), one)));
+        }
+        s0 = hn::MulAdd(ToFloat(q0), hn::LoadU(df, xc + off), s0);
+        s1 = hn::MulAdd(ToFloat(q1), hn::LoadU(df, xc + 32 + off), s1);
+        s2 = hn::MulAdd(ToFloat(q2), hn::LoadU(df, xc + 64 + off), s2);
+        s3 = hn::MulAdd(ToFloat(q3), hn::LoadU(df, xc + 96 + off), s3);
+      }
+      acc0 = hn::MulAdd(hn::Set(df, scale[2 * c + 0]), s0, acc0);
+      acc1 = hn::MulAdd(hn::Set(df, scale[2 * c + 1]), s1, acc1);
+      acc2 = hn::MulAdd(hn::Set(df, scale[2 * c + 2]), s2, acc2);
+      acc3 = hn::MulAdd(hn::Set(df, scale[2 * c + 3]), s3, acc3);
+    }
+  }
+  const float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
+  return sum - hn::GetLane(hn::SumOfLanes(dm, mins));
+}
+
+// Q6_K: two halves of 128; in each, element 32k + l (quarter k) has its low
+// nibble in ql[l] (k = 0, 2) or ql[32 + l] (k = 1, 3), low nibble for k < 2 and
+// high nibble otherwise, and bits 2k..2k+1 of qh[l] on top; groups of 16 share
+// an int8 scale; quants are offset by 32.
+HWY_INLINE float DotQ6_KF32(const BlockQ6_K* w, const float* x, int64_t nb) {
+  const DFx df;
+  const DIx di;
+  const size_t N = hn::Lanes(df);
+  const auto low4 = hn::Set(di, 0xF), low2 = hn::Set(di, 3), bias = hn::Set(di, 32);
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df), acc2 = hn::Zero(df), acc3 = hn::Zero(df);
+  HWY_ALIGN float scale[QK_K / 16];
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockQ6_K& blk = w[b];
+    const auto d = hn::Set(df, half_to_float(blk.d));
+    for (size_t j = 0; j < QK_K / 16; j += N) hn::StoreU(hn::Mul(d, ToFloat(LoadI8AsI32(blk.scales + j))), df, scale + j);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = blk.ql + 64 * half;
+      const uint8_t* qh = blk.qh + 32 * half;
+      const float* sc = scale + 8 * half;
+      const float* xh = x + QK_K * b + 128 * half;
+      for (int is = 0; is < 2; ++is) {  // the 16-element group within each quarter
+        auto s0 = hn::Zero(df), s1 = hn::Zero(df), s2 = hn::Zero(df), s3 = hn::Zero(df);
+        for (size_t off = 16 * is; off < size_t(16 * is + 16); off += N) {
+          const auto l0 = LoadU8AsI32(ql + off), l1 = LoadU8AsI32(ql + 32 + off), h = LoadU8AsI32(qh + off);
+          const auto q0 = hn::Sub(hn::Or(hn::And(l0, low4), hn::ShiftLeft<4>(hn::And(h, low2))), bias);
+          const auto q1 = hn::Sub(hn::Or(hn::And(l1, low4), hn::ShiftLeft<2>(hn::And(h, hn::Set(di, 0xC)))), bias);
+          const auto q2 = hn::Sub(hn::Or(hn::ShiftRight<4>(l0), hn::And(h, hn::Set(di, 0x30))), bias);
+          const auto q3 = hn::Sub(hn::Or(hn::ShiftRight<4>(l1), hn::ShiftRight<2>(hn::And(h, hn::Set(di, 0xC0)))), bias);
+          s0 = hn::MulAdd(ToFloat(q0), hn::LoadU(df, xh + off), s0);
+          s1 = hn::MulAdd(ToFloat(q1), hn::LoadU(df, xh + 32 + off), s1);
+          s2 = hn::MulAdd(ToFloat(q2), hn::LoadU(df, xh + 64 + off), s2);
+          s3 = hn::MulAdd(ToFloat(q3), hn::LoadU(df, xh + 96 + off), s3);
+        }
+        acc0 = hn::MulAdd(hn::Set(df, sc[is + 0]), s0, acc0);
+        acc1 = hn::MulAdd(hn::Set(df, sc[is + 2]), s1, acc1);
+        acc2 = hn::MulAdd(hn::Set(df, sc[is + 4]), s2, acc2);
+        acc3 = hn::MulAdd(hn::Set(df, sc[is + 6]), s3, acc3);
+      }
+    }
+  }
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
+}
+
+// Q8_0: one scale per 32 quants; four blocks per step into four accumulators.
+HWY_INLINE hn::Vec<DFx> BlockSumQ8_0(const BlockQ8_0& blk, const float* x) {
+  const DFx df;
+  const size_t N = hn::Lanes(df);
+  auto s = hn::Zero(df);
+  for (size_t off = 0; off < QK8_0; off += N) s = hn::MulAdd(ToFloat(LoadI8AsI32(blk.qs + off)), hn::LoadU(df, x + off), s);
+  return s;
+}
+
+HWY_INLINE float DotQ8_0F32(const BlockQ8_0* w, const float* x, int64_t nb) {
+  const DFx df;
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df), acc2 = hn::Zero(df), acc3 = hn::Zero(df);
+  int64_t b = 0;
+  for (; b + 4 <= nb; b += 4, x += 4 * QK8_0) {
+    acc0 = hn::MulAdd(hn::Set(df, half_to_float(w[b].d)), BlockSumQ8_0(w[b], x), acc0);
+    acc1 = hn::MulAdd(hn::Set(df, half_to_float(w[b + 1].d)), BlockSumQ8_0(w[b + 1], x + QK8_0), acc1);
+    acc2 = hn::MulAdd(hn::Set(df, half_to_float(w[b + 2].d)), BlockSumQ8_0(w[b + 2], x + 2 * QK8_0), acc2);
+    acc3 = hn::MulAdd(hn::Set(df, half_to_float(w[b + 3].d)), BlockSumQ8_0(w[b + 3], x + 3 * QK8_0), acc3);
+  }
+  for (; b < nb; ++b, x += QK8_0) acc0 = hn::MulAdd(hn::Set(df, half_to_float(w[b].d)), BlockSumQ8_0(w[b], x), acc0);
+  return hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
+}
+
+template <int K>
+HWY_INLINE float DotRowF32(const uint8_t* w, const float* x, const float* xs, int64_t n) {
+  if constexpr (K == kF32) return DotF32(reinterpret_cast<const float*>(w), x, n);
+  if constexpr (K == kF16) return DotF16(reinterpret_cast<const uint16_t*>(w), x, n);
+  if constexpr (K == kBF16) return DotBF16(reinterpret_cast<const uint16_t*>(w), x, n);
+  if constexpr (K == kQ8_0) return DotQ8_0F32(reinterpret_cast<const BlockQ8_0*>(w), x, n / QK8_0);
+  if constexpr (K == kQ4_K) return DotK4F32<false>(reinterpret_cast<const BlockQ4_K*>(w), x, xs, n / QK_K);
+  if constexpr (K == kQ5_K) return DotK4F32<true>(reinterpret_cast<const BlockQ5_K*>(w), x, xs, n / QK_K);
+  if constexpr (K == kQ6_K) return DotQ6_KF32(reinterpret_cast<const BlockQ6_K*>(w), x, n / QK_K);
+  return 0.f;
+}
+
+template <int K>
+HWY_NOINLINE void RowsF32For(const uint8_t* w, size_t stride, const float* x, const float* xs, float* y, int64_t r0,
+                             int64_t r1, int64_t n) {
+  for (int64_t r = r0; r < r1; ++r) y[r - r0] = DotRowF32<K>(w + r * stride, x, xs, n);
+}
+
+void MatvecRowsF32(int kernel, const uint8_t* w, size_t stride, const float* x, float* y, int64_t r0, int64_t r1,
+                   int64_t n) {
+  if (kernel == kQ4_K || kernel == kQ5_K) {
+    // Group sums of x: on the stack up to n = 131072 (16 KiB), else on the heap.
+    const size_t need = static_cast<size_t>(n / 32);
+    HWY_ALIGN float stack_buf[4096];
+    std::vector<float> heap_buf;
+    float* xs = stack_buf;
+    if (need > 4096) {
+      heap_buf.resize(need);
+      xs = heap_buf.data();
+    }
+    GroupSums32(x, n, xs);
+    if (kernel == kQ4_K) return RowsF32For<kQ4_K>(w, stride, x, xs, y, r0, r1, n);
+    return RowsF32For<kQ5_K>(w, stride, x, xs, y, r0, r1, n);
+  }
+  switch (kernel) {
+    case kF32: return RowsF32For<kF32>(w, stride, x, nullptr, y, r0, r1, n);
+    case kF16: return RowsF32For<kF16>(w, stride, x, nullptr, y, r0, r1, n);
+    case kBF16: return RowsF32For<kBF16>(w, stride, x, nullptr, y, r0, r1, n);
+    case kQ8_0: return RowsF32For<kQ8_0>(w, stride, x, nullptr, y, r0, r1, n);
+    case kQ6_K: return RowsF32For<kQ6_K>(w, stride, x, nullptr, y, r0, r1, n);
+    default: return;
+  }
+}
+
 // Q8_K activation quantization, identical to quantize_row's: the value of
 // largest magnitude (first one on ties) v gives iscale = -127/v, quants are
 // min(127, round_half_even(iscale * x)) and d = 1/iscale.
@@ -327,6 +544,7 @@ HWY_AFTER_NAMESPACE();
 namespace vkmoe {
 
 HWY_EXPORT(MatvecRows);
+HWY_EXPORT(MatvecRowsF32);
 HWY_EXPORT(DotRow);
 HWY_EXPORT(QuantizeQ8K);
 HWY_EXPORT(TargetName);
@@ -361,6 +579,13 @@ void matvec_rows(GgmlType wtype, const uint8_t* w, const void* xq, float* y, int
   const size_t stride = row_bytes(wtype, n);
   if (r1 <= r0) return;
   HWY_DYNAMIC_DISPATCH(MatvecRows)(kernel, w, stride, xq, y, r0, r1, n);
+}
+
+void matvec_rows_f32(GgmlType wtype, const uint8_t* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n) {
+  const int kernel = simd_detail::kernel_for(wtype);
+  const size_t stride = row_bytes(wtype, n);
+  if (r1 <= r0) return;
+  HWY_DYNAMIC_DISPATCH(MatvecRowsF32)(kernel, w, stride, x, y, r0, r1, n);
 }
 
 float vec_dot(GgmlType wtype, const void* wrow, const void* xq, int64_t n) {

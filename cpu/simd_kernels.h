@@ -1,8 +1,9 @@
 #pragma once
 // Highway SIMD kernels (runtime dispatch) for quantized weight x activation
-// dot products. Weights stay in their ggml block format; activations are
-// quantized once per vector to the matching integer format so the inner loops
-// are int8 x int8 -> int32, like ggml's vec_dot_*_q8_K.
+// dot products. Weights stay in their ggml block format. matvec_rows
+// quantizes activations once per vector to the matching integer format so the
+// inner loops are int8 x int8 -> int32, like ggml's vec_dot_*_q8_K;
+// matvec_rows_f32 keeps them in f32 (dequantizes weight blocks in registers).
 #include <cstddef>
 #include <cstdint>
 
@@ -23,6 +24,12 @@ void matvec_rows(GgmlType wtype, const uint8_t* w, const void* xq, float* y, int
 float vec_dot(GgmlType wtype, const void* wrow, const void* xq, int64_t n);
 // Scalar reference of the same integer math (per-block int32 sums, float scales).
 float vec_dot_ref(GgmlType wtype, const void* wrow, const void* xq, int64_t n);
+
+// Exact-activation variant: y[r - r0] = sum_i dequant(W[r][i]) * x[i] with x
+// in f32 (no activation quantization; the same math as the GPU kernels up to
+// float summation order). Weight types: Q4_K, Q5_K, Q6_K, Q8_0, F16, BF16,
+// F32; other types or n not a multiple of the block size throw Error.
+void matvec_rows_f32(GgmlType wtype, const uint8_t* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n);
 
 const char* simd_target_name();  // the Highway target chosen at run time
 

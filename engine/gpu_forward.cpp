@@ -15,7 +15,6 @@
 #include <sstream>
 
 #include "cpu/expert_ffn.h"
-#include "cpu/expert_ffn_exact.h"
 #include "cpu/moe_route.h"
 #include "cpu/thread_pool.h"
 #include "engine/plan_model.h"
@@ -715,10 +714,8 @@ void GpuEngine::decode_offload(int32_t token) {
     } else {
       const float* xn = reinterpret_cast<const float*>(readback_.data() + rb_xn_);
       const int n = static_cast<int>(cold.size());
-      if (opt_.cpu_q8)
-        moe_ffn_cpu(cold.data(), cold_w.data(), n, xn, cpu_out, *pool_);
-      else
-        moe_ffn_cpu_exact(cold.data(), cold_w.data(), n, xn, cpu_out, *pool_);
+      moe_ffn_cpu(cold.data(), cold_w.data(), n, xn, cpu_out, *pool_,
+                  opt_.cpu_q8 ? CpuActivations::Q8 : CpuActivations::F32);
     }
     cache_maintenance(il, predict);
     if (il < int(cache_.size()) && cache_[il] && plan_.mode == PlanMode::ExpertCache)

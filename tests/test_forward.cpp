@@ -5,9 +5,7 @@
 #include <random>
 
 #include "cpu/cpu_forward.h"
-#include "cpu/expert_ffn_exact.h"
 #include "cpu/moe_route.h"
-#include "cpu/thread_pool.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "tools/synth_model.h"
@@ -158,45 +156,3 @@ TEST(ModelLoad, ErrorsAreClear) {
   expect_error(w3.to_bytes(), "missing tensor 'blk.1.ffn_up_exps.weight'");
 }
 
-// f32-activation CPU experts (used for GPU-cache misses) against the scalar reference.
-TEST(ExpertFfnExact, MatchesScalarReference) {
-  const uint32_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0, 1);
-  const int E = 256, F = 512, N = 6;
-  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::F16, GgmlType::BF16};
-  std::vector<std::vector<uint8_t>> store;
-  auto make = [&](GgmlType t, int rows, int cols) {
-    std::vector<float> v(size_t(rows) * cols);
-    for (auto& x : v) x = nd(rng) / std::sqrt(float(cols));
-    std::vector<uint8_t> q(row_bytes(t, cols) * rows);
-    for (int r = 0; r < rows; ++r) quantize_row(t, &v[size_t(r) * cols], q.data() + r * row_bytes(t, cols), cols);
-    store.push_back(std::move(q));
-    return store.back().data();
-  };
-  store.reserve(3 * N);
-  std::vector<ExpertView> ex;
-  for (int k = 0; k < N; ++k) {
-    GgmlType g = types[k], u = types[(k + 1) % 6], d = types[(k + 2) % 6];  // every type in every role
-    ex.push_back({g, u, d, make(g, F, E), make(u, F, E), make(d, E, F), E, F});
-  }
-  std::vector<float> x(E), w = {0.3f, 0.2f, 0.15f, 0.15f, 0.1f, 0.1f}, out(E, NAN);
-  for (auto& v : x) v = nd(rng);
-  ThreadPool pool(2);
-  moe_ffn_cpu_exact(ex.data(), w.data(), N, x.data(), out.data(), pool);
-  double scale = 0;
-  std::vector<double> want(E, 0.0);
-  for (int k = 0; k < N; ++k) {
-    std::vector<float> h(F);
-    for (int r = 0; r < F; ++r) {
-      float g = dot_row_f32(ex[k].gate_type, ex[k].gate + r * row_bytes(ex[k].gate_type, E), x.data(), E);
-      float u = dot_row_f32(ex[k].up_type, ex[k].up + r * row_bytes(ex[k].up_type, E), x.data(), E);
-      h[r] = silu(g) * u;
-    }
-    for (int r = 0; r < E; ++r)
-      want[r] += w[k] * dot_row_f32(ex[k].down_type, ex[k].down + r * row_bytes(ex[k].down_type, F), h.data(), F);
-  }
-  for (double v : want) scale = std::max(scale, std::fabs(v));
-  for (int r = 0; r < E; ++r) ASSERT_NEAR(out[r], want[r], 1e-5 * scale) << "row " << r;
-}

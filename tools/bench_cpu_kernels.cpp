@@ -1,6 +1,7 @@
 // CPU kernel benchmarks on Qwen3-30B-A3B expert shapes (n_embd 2048, n_ff 768):
 // matvec per weight type (gate/up: 768 rows x 2048, down: 2048 rows x 768),
-// single thread and thread pool, and the full 8-expert moe_ffn_cpu.
+// single thread and thread pool, the same with f32 activations
+// (matvec_rows_f32), and the full 8-expert moe_ffn_cpu with Q8 and F32 activations.
 // Throughput is reported as weight bytes read per second.
 #include <benchmark/benchmark.h>
 
@@ -75,7 +76,27 @@ void bm_matvec(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, 
   state.SetLabel(simd_target_name());
 }
 
-void bm_moe_ffn(benchmark::State& state, GgmlType gate_up, GgmlType down, int threads) {
+// matvec_rows_f32: f32 activations, no quantization step.
+void bm_matvec_f32(benchmark::State& state, GgmlType t, int64_t rows, int64_t cols, int threads) {
+  const auto& w = cached_matrix(t, rows, cols);
+  const auto x = random_vector(cols);
+  std::vector<float> y(rows);
+  std::unique_ptr<ThreadPool> pool = threads > 1 ? std::make_unique<ThreadPool>(threads) : nullptr;
+  for (auto _ : state) {
+    if (pool) {
+      pool->parallel_for(rows, [&](int64_t b, int64_t e) { matvec_rows_f32(t, w.data(), x.data(), y.data() + b, b, e, cols); });
+    } else {
+      matvec_rows_f32(t, w.data(), x.data(), y.data(), 0, rows, cols);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(w.size()));
+  state.SetLabel(simd_target_name());
+}
+
+void bm_moe_ffn(benchmark::State& state, GgmlType gate_up, GgmlType down, int threads,
+                CpuActivations activations = CpuActivations::Q8) {
   std::vector<ExpertView> experts;
   size_t bytes = 0;
   for (int k = 0; k < kExperts; ++k) {
@@ -90,7 +111,7 @@ void bm_moe_ffn(benchmark::State& state, GgmlType gate_up, GgmlType down, int th
   std::vector<float> out(kEmbd);
   ThreadPool pool(threads);
   for (auto _ : state) {
-    moe_ffn_cpu(experts.data(), weights.data(), kExperts, x.data(), out.data(), pool);
+    moe_ffn_cpu(experts.data(), weights.data(), kExperts, x.data(), out.data(), pool, activations);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -117,12 +138,30 @@ int main(int argc, char** argv) {
       }
     }
   }
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{kFf, kEmbd}, {kEmbd, kFf}}) {
+      for (int threads : thread_counts) {
+        const std::string name = std::string("matvec_f32/") + type_name(t) + "/" + std::to_string(rows) + "x" +
+                                 std::to_string(cols) + "/threads:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_matvec_f32(s, t, rows, cols, threads); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
   const std::pair<GgmlType, GgmlType> ffn_types[] = {{GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::Q8_0, GgmlType::Q8_0}};
   for (auto [gu, dn] : ffn_types) {
     for (int threads : thread_counts) {
       const std::string name = std::string("moe_ffn_cpu/8x") + std::to_string(kEmbd) + "x" + std::to_string(kFf) + "/" +
                                type_name(gu) + "+" + type_name(dn) + "/threads:" + std::to_string(threads);
       benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_moe_ffn(s, gu, dn, threads); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+      const std::string name_f32 = std::string("moe_ffn_cpu_f32/8x") + std::to_string(kEmbd) + "x" +
+                                   std::to_string(kFf) + "/" + type_name(gu) + "+" + type_name(dn) +
+                                   "/threads:" + std::to_string(threads);
+      benchmark::RegisterBenchmark(name_f32.c_str(),
+                                   [=](benchmark::State& s) { bm_moe_ffn(s, gu, dn, threads, CpuActivations::F32); })
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
     }
