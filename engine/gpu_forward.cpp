@@ -129,6 +129,10 @@ class GpuEngine final : public Engine {
   void record_offload_a(Recorder& r, int il);
   void record_offload_b(Recorder& r, int il);
   void record_offload_end(Recorder& r);
+  // gate/up -> swiglu -> down for the K routed experts named by `ids` (expert
+  // or slot indices into the given weight buffers) into eo_.
+  void record_routed_experts(Recorder& r, const LayerWeights& lw, const Buffer& gate, const Buffer& up,
+                             const Buffer& down, const Buffer& ids, uint32_t n_experts);
   // Routes layer il on the host: slot ids/weights for B, the CPU's share.
   void route_offload(int il, std::vector<vk::SyncPoint>& waits, std::vector<ExpertView>& cold,
                      std::vector<float>& cold_w, std::vector<int>& cold_ids);
@@ -493,40 +497,15 @@ void GpuEngine::record_shared_expert(Recorder& r, int il) {
 
 bool GpuEngine::record_resident_moe(Recorder& r, int il, const GpuTensor* next_norm) {
   GpuLayer& g = L_[il];
-  const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used, N = c_.n_expert;
+  const uint32_t E = c_.n_embd, K = c_.n_expert_used, N = c_.n_expert;
   mv(r, g.router, xn_, 0, rlog_, 0);
   r.barrier();
   const auto& tp = ctx_->pipeline(ctx_->info().subgroup_arithmetic ? "moe_topk_sg" : "moe_topk", 3, sizeof(TopkPush));
   r.dispatch(tp, {rlog_, ids_, wts_}, TopkPush{N, K, c_.norm_topk_prob ? 1u : 0u, 0}, 1);
   r.barrier();
   mark(r, "router + top-k");
-  auto ids_mv = [&](const GpuTensor& w, const Buffer& x, uint32_t x_stride, const Buffer& y, uint32_t y_stride) {
-    vk::MatvecIdsArgs a;
-    a.type = w.type;
-    a.ncols = w.ncols;
-    a.nrows = w.nrows / N;
-    a.w = w.buf;
-    a.x = x;
-    a.y = y;
-    a.ids = ids_;
-    a.n_ids = K;
-    a.n_experts = N;
-    a.expert_stride = uint64_t(a.nrows) * row_bytes(w.type, w.ncols);
-    a.x_stride = x_stride;
-    a.y_stride = y_stride;
-    vk::record_matvec_ids(r, a);
-  };
-  ids_mv(g.gate_exps, xn_, 0, eg_, F);
-  ids_mv(g.up_exps, xn_, 0, eu_, F);
-  r.barrier();
-  mark(r, "experts gate+up");
-  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
-  r.dispatch(sp, {eg_, eu_}, SwigluPush{K * F, 0, 0}, div_up(uint64_t(K) * F, 256));
-  r.barrier();
-  mark(r, "swiglu");
-  ids_mv(g.down_exps, eg_, F, eo_, E);
-  r.barrier();
-  mark(r, "experts down");
+  const LayerWeights& lw = m_.layers()[il];
+  record_routed_experts(r, lw, g.gate_exps.buf, g.up_exps.buf, g.down_exps.buf, ids_, N);
   if (next_norm && !g.gate_shexp) {
     const auto& cp = ctx_->pipeline("moe_combine_norm", 5, sizeof(CombineNormPush));
     r.dispatch(cp, {eo_, wts_, x_, next_norm->buf, xn_}, CombineNormPush{E, K, c_.norm_eps}, 1);
@@ -638,39 +617,46 @@ void GpuEngine::record_offload_a(Recorder& r, int il) {
 void GpuEngine::record_offload_b(Recorder& r, int il) {
   const int slots = plan_.expert_slots_per_layer;
   if (slots > 0) {
-    const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
-    const LayerWeights& lw = m_.layers()[il];
     const GpuLayer& g = L_[il];
-    auto ids_mv = [&](const Weight& wt, const Buffer& pool, const Buffer& x, uint32_t x_stride, const Buffer& y,
-                      uint32_t y_stride) {
-      vk::MatvecIdsArgs a;
-      a.type = wt.type();
-      a.ncols = static_cast<uint32_t>(wt.in());
-      a.nrows = static_cast<uint32_t>(wt.out());
-      a.w = pool;
-      a.x = x;
-      a.y = y;
-      a.ids = host_ids_;
-      a.n_ids = K;
-      a.n_experts = slots;
-      a.expert_stride = wt.expert_bytes();
-      a.x_stride = x_stride;
-      a.y_stride = y_stride;
-      vk::record_matvec_ids(r, a);
-    };
-    ids_mv(lw.gate_exps, g.gate_pool, xn_, 0, eg_, F);
-    ids_mv(lw.up_exps, g.up_pool, xn_, 0, eu_, F);
-    r.barrier();
-    const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
-    r.dispatch(sp, {eg_, eu_}, SwigluPush{K * F, 0, 0}, div_up(uint64_t(K) * F, 256));
-    r.barrier();
-    ids_mv(lw.down_exps, g.down_pool, eg_, F, eo_, E);
-    r.barrier();
+    record_routed_experts(r, m_.layers()[il], g.gate_pool, g.up_pool, g.down_pool, host_ids_, slots);
     // Items computed on the CPU have weight 0 here (their stale, finite outputs drop out).
-    axpy(r, eo_, 0, E, K, &host_wts_, 0, 1, x_, 0);
+    axpy(r, eo_, 0, c_.n_embd, c_.n_expert_used, &host_wts_, 0, 1, x_, 0);
     r.barrier();
   }
   record_shared_expert(r, il);
+}
+
+void GpuEngine::record_routed_experts(Recorder& r, const LayerWeights& lw, const Buffer& gate, const Buffer& up,
+                                      const Buffer& down, const Buffer& ids, uint32_t n_experts) {
+  const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
+  auto ids_mv = [&](const Weight& wt, const Buffer& w, const Buffer& x, uint32_t x_stride, const Buffer& y,
+                    uint32_t y_stride) {
+    vk::MatvecIdsArgs a;
+    a.type = wt.type();
+    a.ncols = static_cast<uint32_t>(wt.in());
+    a.nrows = static_cast<uint32_t>(wt.out());
+    a.w = w;
+    a.x = x;
+    a.y = y;
+    a.ids = ids;
+    a.n_ids = K;
+    a.n_experts = n_experts;
+    a.expert_stride = wt.expert_bytes();
+    a.x_stride = x_stride;
+    a.y_stride = y_stride;
+    vk::record_matvec_ids(r, a);
+  };
+  ids_mv(lw.gate_exps, gate, xn_, 0, eg_, F);
+  ids_mv(lw.up_exps, up, xn_, 0, eu_, F);
+  r.barrier();
+  mark(r, "experts gate+up");
+  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
+  r.dispatch(sp, {eg_, eu_}, SwigluPush{K * F, 0, 0}, div_up(uint64_t(K) * F, 256));
+  r.barrier();
+  mark(r, "swiglu");
+  ids_mv(lw.down_exps, down, eg_, F, eo_, E);
+  r.barrier();
+  mark(r, "experts down");
 }
 
 void GpuEngine::record_offload_end(Recorder& r) {

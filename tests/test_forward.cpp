@@ -8,28 +8,17 @@
 #include "cpu/moe_route.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "tests/test_util.h"
 #include "tools/synth_model.h"
 
 using namespace vkmoe;
 
 namespace {
 
-std::unique_ptr<Model> synth(const std::string& overrides) {
-  SynthSpec s;
-  s.n_layer = 2;
-  s.n_vocab = 512;
-  s.seed = std::random_device{}();
-  apply_synth_overrides(s, overrides);
-  return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + overrides));
-}
+using test::max_rel_diff;
 
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double mx = 0, scale = 1e-6;
-  for (size_t i = 0; i < a.size(); ++i) {
-    mx = std::max(mx, double(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, double(std::fabs(b[i])));
-  }
-  return mx / scale;
+std::unique_ptr<Model> synth(const std::string& overrides) {
+  return test::synth(overrides, std::random_device{}());
 }
 
 std::vector<int32_t> random_tokens(int n, int n_vocab) {

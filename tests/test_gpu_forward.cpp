@@ -10,29 +10,15 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/plan_model.h"
+#include "tests/test_util.h"
 #include "tools/synth_model.h"
 
 using namespace vkmoe;
 
 namespace {
 
-std::unique_ptr<Model> synth(const std::string& overrides, uint64_t seed) {
-  SynthSpec s;
-  s.n_layer = 2;
-  s.n_vocab = 512;
-  s.seed = seed;
-  apply_synth_overrides(s, overrides);
-  return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + overrides));
-}
-
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double mx = 0, scale = 1e-6;
-  for (size_t i = 0; i < a.size(); ++i) {
-    mx = std::max(mx, double(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, double(std::fabs(b[i])));
-  }
-  return mx / scale;
-}
+using test::max_rel_diff;
+using test::synth;
 
 int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
 

@@ -1,0 +1,35 @@
+#pragma once
+// Helpers shared by the forward-pass tests.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "tools/synth_model.h"
+
+namespace vkmoe::test {
+
+// A small synthetic model (2 layers, 512 tokens) with `overrides` applied.
+inline std::unique_ptr<Model> synth(const std::string& overrides, uint64_t seed) {
+  SynthSpec s;
+  s.n_layer = 2;
+  s.n_vocab = 512;
+  s.seed = seed;
+  apply_synth_overrides(s, overrides);
+  return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + overrides));
+}
+
+// max |a - b| relative to max |b|.
+inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double mx = 0, scale = 1e-6;
+  for (size_t i = 0; i < a.size(); ++i) {
+    mx = std::max(mx, double(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, double(std::fabs(b[i])));
+  }
+  return mx / scale;
+}
+
+}  // namespace vkmoe::test
