@@ -22,6 +22,9 @@ struct EngineOptions {
   // CPU experts with Q8-quantized activations (faster, ~1% different output)
   // instead of f32 activations (matches the GPU path).
   bool cpu_q8 = false;
+  // Experts per layer pinned in VRAM once the prompt has been processed (the
+  // most frequently routed ones so far); also in cpu-moe mode.
+  int pin_per_layer = 0;
 };
 
 class Engine {

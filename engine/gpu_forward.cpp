@@ -141,6 +141,8 @@ class GpuEngine final : public Engine {
   void cache_maintenance(int il, bool predict);
   void prefetch(int il, const std::vector<int>& experts);
   void admit(int il, int expert);
+  void pin_hot_experts();
+  bool pinned_ = false;
   vk::SyncPoint upload_expert(int il, int expert, int slot);
   // Slot fills run on a worker thread (staging copies + transfer-queue
   // submits) so they never stall the decode loop; finished fills are marked
@@ -211,6 +213,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   uint64_t budget = o.vram_budget ? o.vram_budget : ctx_->memory_budget().free();
   PlanInput in = plan_input_for(m, n_ctx_, budget, GgmlType::F32);
   in.forced = o.mode;
+  in.pinned_per_layer = o.pin_per_layer;
   plan_ = make_plan(in);
   // A stacked expert tensor is bound whole in resident mode; devices with a
   // small storage-buffer range (lavapipe: 128 MiB) use the slot cache instead.
@@ -359,7 +362,7 @@ void GpuEngine::upload_weights() {
     }
   }
   uploader_->flush().wait();
-  if (offload_ && plan_.expert_slots_per_layer > 0 && plan_.mode == PlanMode::ExpertCache)
+  if (offload_ && plan_.expert_slots_per_layer > 0)
     upload_thread_ = std::thread([this] { upload_loop(); });
   if (progress)
     std::fprintf(stderr, "\ruploading weights to VRAM: done, %.2f GiB in %.1f s\n", done / double(1ull << 30),
@@ -704,7 +707,7 @@ void GpuEngine::decode_offload(int32_t token) {
                   opt_.cpu_q8 ? CpuActivations::Q8 : CpuActivations::F32);
     }
     cache_maintenance(il, predict);
-    if (il < int(cache_.size()) && cache_[il] && plan_.mode == PlanMode::ExpertCache)
+    if (il < int(cache_.size()) && cache_[il])
       for (int e : cold_ids) pending_admit_.push_back({il, e});
     routed = a->submit();
     if (il + 1 < L) {
@@ -805,9 +808,27 @@ void GpuEngine::drain_uploads() {
   up_done_.clear();
 }
 
+void GpuEngine::pin_hot_experts() {
+  drain_uploads();
+  for (int il = 0; il < int(cache_.size()); ++il) {
+    SlruPolicy* cache = cache_[il].get();
+    if (!cache) continue;
+    std::vector<ExpertKey> resident;
+    for (int slot = 0; slot < cache->capacity(); ++slot)
+      if (auto k = cache->key_at(slot)) resident.push_back(*k);
+    std::stable_sort(resident.begin(), resident.end(),
+                     [&](ExpertKey a, ExpertKey b) { return cache->frequency(a) > cache->frequency(b); });
+    for (int i = 0; i < int(resident.size()) && cache->pinned_count() < opt_.pin_per_layer; ++i)
+      cache->pin(resident[i]);
+  }
+  pinned_ = true;
+}
+
 void GpuEngine::admit(int il, int expert) {
   SlruPolicy* cache = cache_[il].get();
   if (!cache || cache->contains({il, expert})) return;
+  // cpu-moe mode keeps only pinned experts: fill the slots once, then stop.
+  if (plan_.mode != PlanMode::ExpertCache && (pinned_ || cache->size() >= cache->capacity())) return;
   SlruPolicy::Acquire a = cache->acquire({il, expert});
   if (!a) return;
   const LayerWeights& lw = m_.layers()[il];
@@ -828,10 +849,12 @@ std::vector<float> GpuEngine::eval(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) throw Error("eval: no tokens");
   if (pos_ + static_cast<int>(tokens.size()) > n_ctx_)
     throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
-  if (offload_)
+  if (offload_) {
     for (int32_t t : tokens) decode_offload(t);
-  else
+    if (opt_.pin_per_layer > 0 && !pinned_) pin_hot_experts();
+  } else {
     decode_resident(tokens);
+  }
   const float* lg = reinterpret_cast<const float*>(readback_.data() + rb_logits_);
   return std::vector<float>(lg, lg + c_.n_vocab);
 }
@@ -844,7 +867,8 @@ std::string GpuEngine::describe() const {
     << plan_mode_name(c_.is_moe() ? plan_.mode : PlanMode::Resident);
   if (offload_)
     o << " (" << plan_.expert_slots_per_layer << " slots/layer of " << c_.n_expert
-      << (opt_.predict_prefetch ? ", predictive prefetch" : "") << ")";
+      << (opt_.predict_prefetch ? ", predictive prefetch" : "")
+      << (opt_.pin_per_layer ? ", " + std::to_string(opt_.pin_per_layer) + " pinned" : "") << ")";
   o << ", VRAM " << format_bytes(ctx_->allocated_bytes(MemoryKind::Device));
   return o.str();
 }

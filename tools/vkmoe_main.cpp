@@ -44,6 +44,7 @@ const char* kUsage =
     "  --predict-prefetch     prefetch predicted experts of the next layer\n"
     "  --expert-stats         print prediction accuracy, hit rate, bytes moved (and GPU time per step\n"
     "                         with VKMOE_PROFILE=1)\n"
+    "  --pin-experts N        pin the N most-used experts per layer in VRAM after the prompt\n"
     "  --cpu-q8               CPU experts on Q8-quantized activations: faster, ~1% off the GPU result\n"
     "  -t, --threads N        CPU threads (default: all cores)\n"
     "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling (default greedy)\n"
@@ -152,6 +153,7 @@ EngineOptions engine_options(const Args& a, const Model& m) {
   o.expert_stats = a.flag("expert-stats");
   o.threads = static_cast<int>(a.num("threads", 0));
   o.cpu_q8 = a.flag("cpu-q8");
+  o.pin_per_layer = static_cast<int>(a.num("pin-experts", 0));
   return o;
 }
 
@@ -272,6 +274,7 @@ int cmd_plan(const Args& a) {
   PlanInput in = plan_input_for(*model, context_size(a, *model), budget, GgmlType::F32);
   in.forced = parse_plan_mode(a.get("moe-mode", "auto"));
   in.capacity_ratio = a.real("capacity-ratio", in.capacity_ratio);
+  in.pinned_per_layer = static_cast<int>(a.num("pin-experts", 0));
   std::printf("%s", format_plan(make_plan(in)).c_str());
   return 0;
 }
