@@ -31,6 +31,16 @@ const TypeLayout* layout_of(GgmlType t) {
 
 bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
 
+// Types with an int8-x shader, and those that use it by default on devices
+// with accelerated integer dot products.
+bool q8x_supported_type(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+// (On an H100, Q6_K's 2-byte-aligned 210-byte blocks gain only ~3% on large
+// matrices; Q8_0 measured 82% of read bandwidth vs 73% in two runs but 70%
+// in a third, so both stay opt-in via MatvecConfig::quant_x = 1.)
+bool q8x_auto_type(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K; }
+
 }  // namespace
 
 bool matvec_supported(GgmlType t) { return layout_of(t) != nullptr; }
@@ -48,6 +58,22 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
   // the dispatch would have too few workgroups, and software-pipelined loads.
   const bool quant = L->qk > 8;
   const bool large = quant && uint64_t(nrows) * n_items >= 16384;
+  // int8-x path (matvec_q8x.comp): on an H100 it is faster than the f32-x
+  // path at every shape measured for Q4_K/Q5_K (large: ~86% of read
+  // bandwidth vs ~65%; small shapes up to ~15%),
+  // best at 128 threads, 32 lanes per row, 4 rows per lane. By default only
+  // single matrices of >= 16384 rows (the output projection) use it: int8
+  // activations in the layers would perturb the MoE router's hidden state,
+  // which can flip expert choices (seen on an H100 as 14% logit differences).
+  const bool q8x_type = q8x_supported_type(t);
+  if (c.quant_x < 0 && !(q8x_type && dev.integer_dot_accelerated && q8x_auto_type(t) && nrows >= 16384))
+    c.quant_x = 0;
+  if (c.quant_x != 0 && q8x_type && dev.integer_dot && dev.subgroup_shuffle && c.subgroup == 1 && pow2(sg)) {
+    if (c.threads_per_row == 0) c.threads_per_row = std::min<uint32_t>(32, sg);
+    if (c.workgroup == 0) c.workgroup = std::max<uint32_t>(128, sg);
+    if (c.rows_per_thread == 0) c.rows_per_thread = 4;
+    if (c.prefetch < 0) c.prefetch = 0;
+  }
   const uint32_t units = std::max<uint32_t>(ncols / L->qk * L->units_per_block, 1);
   if (c.threads_per_row == 0) {
     if (large) {
@@ -84,12 +110,20 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
     }
   }
   if (c.prefetch < 0) c.prefetch = c.rows_per_thread <= 4 ? 1 : 0;
+  {
+    const bool q8x_ok = q8x_type && dev.integer_dot && dev.subgroup_shuffle && c.subgroup == 1 &&
+                        c.threads_per_row <= sg && c.workgroup % sg == 0 && pow2(sg) &&
+                        uint64_t(ncols) * 5 / 4 <= dev.max_shared_memory_bytes;
+    if (!q8x_ok) c.quant_x = 0;
+    if (c.quant_x < 0) c.quant_x = 1;
+  }
   if (!pow2(c.threads_per_row) || !pow2(c.workgroup) || c.threads_per_row > c.workgroup || c.workgroup > 256 ||
       c.rows_per_thread < 1 || c.rows_per_thread > 8 || c.workgroup > dev.max_workgroup_invocations)
     throw Error("invalid matvec configuration: workgroup " + std::to_string(c.workgroup) + ", threads/row " +
                 std::to_string(c.threads_per_row) + ", rows/thread " + std::to_string(c.rows_per_thread));
   // Subgroup reductions assume full subgroups that tile the workgroup.
   if (c.subgroup && (c.workgroup % sg != 0 || !pow2(sg))) c.subgroup = 0;
+  if (!c.subgroup) c.quant_x = 0;
   return c;
 }
 
@@ -154,18 +188,22 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   push.y_offset = a.y_offset;
   push.accumulate = a.accumulate ? 1 : 0;
   push.row_blocks = row_blocks;
-  const std::vector<uint32_t> spec{c.workgroup, c.threads_per_row, c.rows_per_thread,
-                                   static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0)};
+  // The int8-x shader takes the shared x size (int32 words, multiple of 8) in place of SG/PF.
+  const std::vector<uint32_t> spec =
+      c.quant_x == 1 ? std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread, (a.ncols / 4 + 7) / 8 * 8}
+                     : std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread,
+                                             static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0)};
+  const std::string variant = c.quant_x == 1 ? std::string("q8x_") + L->suffix : std::string(L->suffix);
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;
     push.ids_offset = ids->ids_offset;
     push.x_stride = ids->x_stride;
     push.y_stride = ids->y_stride;
-    const Pipeline& p = ctx.pipeline(std::string("matvec_ids_") + L->suffix, 4, sizeof(MatvecPush), spec);
+    const Pipeline& p = ctx.pipeline("matvec_ids_" + variant, 4, sizeof(MatvecPush), spec);
     rec.dispatch(p, {a.w, a.x, a.y, ids->ids}, push, gx, n_items, gz);
   } else {
-    const Pipeline& p = ctx.pipeline(std::string("matvec_") + L->suffix, 3, sizeof(MatvecPush), spec);
+    const Pipeline& p = ctx.pipeline("matvec_" + variant, 3, sizeof(MatvecPush), spec);
     rec.dispatch(p, {a.w, a.x, a.y}, push, gx, 1, gz);
   }
 }

@@ -19,6 +19,14 @@ struct MatvecConfig {
   uint32_t rows_per_thread = 0;  // 1..8 rows each lane works on at once
   int subgroup = -1;             // 1: subgroup reductions, 0: shared memory only
   int prefetch = -1;             // 1: load the next unit's weights before computing (default)
+  // 1: Q8_0/Q4_K/Q5_K/Q6_K only: quantize x to int8 blocks in shared memory and use
+  // packed integer dot products (shaders/matvec_q8x.comp); needs
+  // VK_KHR_shader_integer_dot_product, subgroup shuffles and threads_per_row <=
+  // subgroup size, else it falls back to 0. Default: Q4_K/Q5_K matrices of
+  // >= 16384 rows (output projection) on devices with accelerated 4x8-bit dot
+  // products. Adds the Q8 activation rounding error (<= sum_i |w_i| *
+  // max|x over i's 32-block| / 254).
+  int quant_x = -1;
 };
 
 struct MatvecArgs {

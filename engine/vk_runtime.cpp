@@ -227,6 +227,20 @@ DeviceInfo describe_device(VkPhysicalDevice phys, int index) {
     d.shader_float16 = f12.shaderFloat16;
     d.shader_int16 = f2.features.shaderInt16;
     d.timeline_semaphore = f12.timelineSemaphore;
+    if (has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
+      VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf{
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+      VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      g2.pNext = &idf;
+      vkGetPhysicalDeviceFeatures2(phys, &g2);
+      VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR idp{
+          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
+      VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+      q2.pNext = &idp;
+      vkGetPhysicalDeviceProperties2(phys, &q2);
+      d.integer_dot = idf.shaderIntegerDotProduct;
+      d.integer_dot_accelerated = d.integer_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
+    }
   }
 
   VkPhysicalDeviceMemoryProperties mp;
@@ -313,7 +327,7 @@ std::string DeviceInfo::summary() const {
   o << "\n    subgroup " << subgroup_size << (subgroup_arithmetic ? " arithmetic" : "")
     << (subgroup_shuffle ? " shuffle" : "") << (subgroup_clustered ? " clustered" : "")
     << "; storage 8-bit " << (storage_8bit ? "yes" : "no") << ", 16-bit " << (storage_16bit ? "yes" : "no")
-    << "; int8 " << (shader_int8 ? "yes" : "no") << ", fp16 " << (shader_float16 ? "yes" : "no")
+    << "; int8 " << (shader_int8 ? "yes" : "no") << ", int dot " << (integer_dot_accelerated ? "accelerated" : integer_dot ? "yes" : "no") << ", fp16 " << (shader_float16 ? "yes" : "no")
     << "; push descriptors " << (push_descriptor ? "yes" : "no")
     << "; timeline semaphores " << (timeline_semaphore ? "yes" : "no") << "\n";
   o << "    max workgroup " << max_workgroup_size[0] << "x" << max_workgroup_size[1] << "x"
@@ -502,11 +516,18 @@ void Context::init(int device_index, const ContextOptions& opts) {
   f12.shaderFloat16 = info_.shader_float16;
   f12.timelineSemaphore = VK_TRUE;
   f2.features.shaderInt16 = info_.shader_int16;
+  VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
+  if (info_.integer_dot) {
+    idf.shaderIntegerDotProduct = VK_TRUE;
+    f12.pNext = &idf;
+  }
 
   std::vector<const char*> exts;
   push_descriptors_ = info_.push_descriptor && opts.allow_push_descriptors;
   if (push_descriptors_) exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   if (info_.has_memory_budget) exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  if (info_.integer_dot) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   {
     const auto all = device_extensions(phys_);
     if (has_extension(all, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");

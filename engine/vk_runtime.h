@@ -41,6 +41,9 @@ struct DeviceInfo {
   bool subgroup_arithmetic = false, subgroup_shuffle = false, subgroup_clustered = false;
   bool storage_8bit = false, storage_16bit = false;
   bool shader_int8 = false, shader_int16 = false, shader_float16 = false;
+  // VK_KHR_shader_integer_dot_product (enabled when present); accelerated:
+  // packed signed 4x8-bit dot products run as native instructions.
+  bool integer_dot = false, integer_dot_accelerated = false;
   bool timeline_semaphore = false, push_descriptor = false;
   uint32_t max_workgroup_size[3] = {0, 0, 0};
   uint32_t max_workgroup_count[3] = {0, 0, 0};

@@ -1,5 +1,8 @@
 // GPU matvec shaders vs. the scalar reference dot_row_f32 (runs on lavapipe).
-// Tolerance per row: 1e-4 * sum_i |w_i x_i| + 1e-5 (f32 sums in another order).
+// Tolerance per row: 1e-4 * sum_i |w_i x_i| + 1e-5 (f32 sums in another order);
+// the int8-x path (MatvecConfig::quant_x) is checked against the reference on
+// x rounded to int8 blocks as the shader does (see q8_rounded), so its only
+// numeric change is the Q8 activation rounding, |error| <= sum_i |w_i| dx(i)/2.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -57,10 +60,41 @@ void reference_row(const QMatrix& m, uint32_t r, const float* x, float& value, d
   for (uint32_t i = 0; i < m.ncols; ++i) mag += std::fabs(double(m.deq[size_t(r) * m.ncols + i]) * x[i]);
 }
 
+// The int8-x path (quant_x) computes W . x~ with x~ = dx * round(x / dx), dx =
+// max|x| / 127 per 32-element block: returns x~ (its distance from x is the
+// Q8 activation rounding, |x~_i - x_i| <= dx / 2). The shader may round an
+// element the other way when x / dx lies within float rounding of a half;
+// flip_slack bounds two such flips per row: 2 * max_i |w_i| dx(i).
+bool has_q8x(GgmlType t) {
+  return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
+}
+
+std::vector<float> q8_rounded(const float* x, uint32_t n) {
+  std::vector<float> out(n);
+  for (uint32_t b = 0; b < n; b += 32) {
+    float amax = 0;
+    for (uint32_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float dx = amax / 127.f, inv = amax > 0 ? 127.f / amax : 0.f;
+    for (uint32_t i = b; i < b + 32; ++i) out[i] = dx * std::round(x[i] * inv);
+  }
+  return out;
+}
+
+double flip_slack(const QMatrix& m, uint32_t r, const float* x) {
+  double worst = 0;
+  for (uint32_t b = 0; b < m.ncols; b += 32) {
+    float amax = 0;
+    for (uint32_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    for (uint32_t i = b; i < b + 32; ++i)
+      worst = std::max(worst, std::fabs(double(m.deq[size_t(r) * m.ncols + i])) * amax / 127.0);
+  }
+  return 2 * worst;
+}
+
 std::string config_name(const MatvecConfig& c) {
   return "wg=" + std::to_string(c.workgroup) + " tpr=" + std::to_string(c.threads_per_row) +
          " rpt=" + std::to_string(c.rows_per_thread) + " sg=" + std::to_string(c.subgroup) +
-         " prefetch=" + std::to_string(c.prefetch);
+         " prefetch=" + std::to_string(c.prefetch) + " quant_x=" + std::to_string(c.quant_x);
 }
 
 // Runs one plain matvec at the given offsets and checks every row.
@@ -107,9 +141,12 @@ void check_matvec(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows,
   for (uint32_t r = 0; r < nrows; ++r) {
     float ref;
     double mag;
-    reference_row(m, r, x.data() + x_off, ref, mag);
+    const bool q8x = used.quant_x == 1;
+    const std::vector<float> xr = q8x ? q8_rounded(x.data() + x_off, ncols) : std::vector<float>();
+    reference_row(m, r, q8x ? xr.data() : x.data() + x_off, ref, mag);
     const double expect = double(ref) + (accumulate ? y0[y_off + r] : 0.0);
-    ASSERT_NEAR(y[y_off + r], expect, 1e-4 * (mag + (accumulate ? std::fabs(y0[y_off + r]) : 0.0)) + 1e-5)
+    const double q8 = q8x ? flip_slack(m, r, x.data() + x_off) : 0.0;
+    ASSERT_NEAR(y[y_off + r], expect, 1e-4 * (mag + (accumulate ? std::fabs(y0[y_off + r]) : 0.0)) + 1e-5 + q8)
         << "row " << r;
   }
 }
@@ -152,6 +189,19 @@ TEST_P(ShaderMatvec, Configs) {
       {32, 32, 6, 1, 0}, {128, 16, 8, 1, 0}, {64, 8, 6, 1, 0}};
   if (sg >= 2 && sg <= 64) cfgs.push_back({std::max<uint32_t>(64, sg), sg, 2, 1});
   for (const auto& c : cfgs) check_matvec(rng_, t, 1024, 45, true, c);
+  // int8-x path (Q8_0/Q4_K/Q5_K/Q6_K where the device has integer dot products): lanes
+  // per row up to the subgroup size, 1..8 rows per lane, odd row counts.
+  const DeviceInfo& dev = shared_context().info();
+  if (has_q8x(t) && dev.integer_dot && dev.subgroup_shuffle && sg >= 4 && sg <= 64) {
+    const std::vector<MatvecConfig> qcfgs = {{std::max<uint32_t>(64, sg), sg, 3, 1, 0, 1},
+                                             {std::max<uint32_t>(32, sg), 4, 8, 1, 0, 1},
+                                             {std::max<uint32_t>(128, sg), sg / 2, 1, 1, 0, 1}};
+    for (const auto& c : qcfgs) {
+      ASSERT_EQ(matvec_config(dev, t, 1024, 45, 1, c).quant_x, 1);
+      check_matvec(rng_, t, 1024, 45, true, c);
+      check_matvec(rng_, t, 2304, 19, false, c);
+    }
+  }
 }
 
 // MoE variant: skipped ids (negative and out of range), shared and per-item
@@ -177,10 +227,18 @@ TEST_P(ShaderMatvec, IndexedExperts) {
   ctx.write_buffer(ib, 0, ids_buf.data(), ids_buf.size() * 4);
 
   std::normal_distribution<float> nd(0.f, 1.f);
+  // Automatic configuration, then (where the device has integer dot products) the int8-x path.
+  const DeviceInfo& dev = ctx.info();
+  const uint32_t sg = dev.subgroup_size;
+  std::vector<MatvecConfig> cfgs = {MatvecConfig{}};
+  if (has_q8x(t) && dev.integer_dot && dev.subgroup_shuffle && sg >= 2 && sg <= 64)
+    cfgs.push_back({std::max<uint32_t>(64, sg), sg, 3, 1, 0, 1});
+  for (const MatvecConfig& cfg : cfgs)
   for (bool shared_x : {true, false}) {
     for (bool accumulate : {false, true}) {
+      const bool q8x = matvec_config(dev, t, ncols, nrows, n_ids, cfg).quant_x == 1;
       SCOPED_TRACE(std::string(type_name(t)) + (shared_x ? " shared x" : " per-item x") +
-                   (accumulate ? " accumulate" : ""));
+                   (accumulate ? " accumulate" : "") + (q8x ? " int8 x" : ""));
       const uint32_t x_off = 8, x_stride = shared_x ? 0 : ncols + 4, y_off = 3, y_stride = nrows + 2;
       std::vector<float> x(x_off + ncols + x_stride * n_ids), y0(y_off + y_stride * n_ids);
       for (auto& v : x) v = nd(rng_);
@@ -210,7 +268,7 @@ TEST_P(ShaderMatvec, IndexedExperts) {
       a.y_stride = y_stride;
       Recorder rec(ctx);
       rec.begin();
-      record_matvec_ids(rec, a);
+      record_matvec_ids(rec, a, cfg);
       rec.submit().wait();
       std::vector<float> y(y0.size());
       ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
@@ -225,9 +283,11 @@ TEST_P(ShaderMatvec, IndexedExperts) {
           written[yi] = true;
           float ref;
           double mag;
-          reference_row(experts[e], r, xj, ref, mag);
+          const std::vector<float> xr = q8x ? q8_rounded(xj, ncols) : std::vector<float>();
+          reference_row(experts[e], r, q8x ? xr.data() : xj, ref, mag);
           const double expect = double(ref) + (accumulate ? y0[yi] : 0.0);
-          ASSERT_NEAR(y[yi], expect, 1e-4 * (mag + (accumulate ? std::fabs(y0[yi]) : 0.0)) + 1e-5)
+          const double q8 = q8x ? flip_slack(experts[e], r, xj) : 0.0;
+          ASSERT_NEAR(y[yi], expect, 1e-4 * (mag + (accumulate ? std::fabs(y0[yi]) : 0.0)) + 1e-5 + q8)
               << "item " << j << " expert " << e << " row " << r;
         }
       }

@@ -36,7 +36,7 @@ struct Options {
 const char* kUsage =
     "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_k_ids]\n"
     "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
-    "                           [--experts N] [--config WG:TPR:RPT:SG[:PF]] [--sweep]\n";
+    "                           [--experts N] [--config WG:TPR:RPT:SG[:PF[:QX]]] [--sweep]\n";
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -84,12 +84,13 @@ Options parse(int argc, char** argv) {
       o.experts = static_cast<uint32_t>(std::max<uint64_t>(8, parse_uint(value(), "expert count")));
     } else if (a == "--config") {
       const auto parts = split(value(), ':');
-      if (parts.size() != 4 && parts.size() != 5) throw Error("bench-shaders: --config wants WG:TPR:RPT:SG[:PF]");
+      if (parts.size() < 4 || parts.size() > 6) throw Error("bench-shaders: --config wants WG:TPR:RPT:SG[:PF[:QX]]");
       o.config.workgroup = static_cast<uint32_t>(parse_uint(parts[0], "config"));
       o.config.threads_per_row = static_cast<uint32_t>(parse_uint(parts[1], "config"));
       o.config.rows_per_thread = static_cast<uint32_t>(parse_uint(parts[2], "config"));
       o.config.subgroup = static_cast<int>(parse_uint(parts[3], "config"));
-      if (parts.size() == 5) o.config.prefetch = static_cast<int>(parse_uint(parts[4], "config"));
+      if (parts.size() >= 5) o.config.prefetch = static_cast<int>(parse_uint(parts[4], "config"));
+      if (parts.size() == 6) o.config.quant_x = static_cast<int>(parse_uint(parts[5], "config"));
       o.has_config = true;
     } else if (a == "--sweep") {
       o.sweep = true;
@@ -175,7 +176,7 @@ void print_row(const Row& r) {
 
 std::string config_str(const MatvecConfig& c) {
   return std::to_string(c.workgroup) + "/" + std::to_string(c.threads_per_row) + "/" +
-         std::to_string(c.rows_per_thread) + "/" + std::to_string(c.subgroup) + "/" + std::to_string(c.prefetch);
+         std::to_string(c.rows_per_thread) + "/" + std::to_string(c.subgroup) + "/" + std::to_string(c.prefetch) + (c.quant_x == 1 ? "/q8x" : "");
 }
 
 // Best-of-runs read bandwidth in GB/s over a buffer of `bytes`.
@@ -379,7 +380,7 @@ int run(const Options& o) {
   std::printf("dispatch floor: %.2f us (an f32 8x1 matvec between barriers)\n", floor.us);
   std::printf("shape = ncols x nrows (input length x output rows); MiB = weight bytes per matvec;\n"
               "time = median of %d GPU-timestamped runs rotating over weight copies larger than cache;\n"
-              "config = workgroup/threads-per-row/rows-per-thread/subgroup/prefetch\n",
+              "config = workgroup/threads-per-row/rows-per-thread/subgroup/prefetch[/q8x: int8 x + integer dot products]\n",
               o.iters);
   std::printf("%-10s %-14s %-14s %10s %10s %10s %7s\n", "kernel", "shape", "config", "MiB", "time_us", "GB/s",
               "%bw");
