@@ -123,7 +123,6 @@ class GpuEngine final : public Engine {
   void decode_resident(const std::vector<int32_t>& tokens);
   void record_resident_tokens(Recorder& r, int pos0, size_t n);
   void decode_offload(int32_t token);
-  // Offload mode: experts of layer il routed by the host.
   // Offload mode, per layer: A = (previous CPU experts' output +) attention,
   // router and readback; B = the layer's GPU experts from cache slots.
   void record_offload_a(Recorder& r, int il);
@@ -142,7 +141,6 @@ class GpuEngine final : public Engine {
   void prefetch(int il, const std::vector<int>& experts);
   void admit(int il, int expert);
   void pin_hot_experts();
-  bool pinned_ = false;
   vk::SyncPoint upload_expert(int il, int expert, int slot);
   // Slot fills run on a worker thread (staging copies + transfer-queue
   // submits) so they never stall the decode loop; finished fills are marked
@@ -192,6 +190,7 @@ class GpuEngine final : public Engine {
   std::vector<std::vector<int>> prev_route_;             // previous token's experts per layer
   std::vector<std::vector<int>> predicted_;              // prediction for the current token
   std::vector<std::pair<int, int>> pending_admit_;       // (layer, expert) misses to upload
+  bool pinned_ = false;                                  // --pin-experts applied
   RouteStats stats_;
   // GPU time per step of the resident decode (env VKMOE_PROFILE=1).
   std::unique_ptr<vk::TimestampPool> prof_;
