@@ -108,6 +108,9 @@ class GpuEngine final : public Engine {
   // Records layer il's attention block (and the FFN norm) for one token.
   // normed: xn already holds this layer's attention-normed input.
   void record_attention(Recorder& r, int il, int pos, bool normed = false);
+  // y = down(silu(gate xn) * up xn) into out (accumulated when acc), via g/u scratch.
+  void record_swiglu_ffn(Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down,
+                         uint32_t n_ff, const Buffer& g, const Buffer& u, const Buffer& out, bool acc);
   void record_dense_ffn(Recorder& r, int il);
   void record_shared_expert(Recorder& r, int il);
   // With next_norm (and no shared expert) the expert combine also writes
@@ -469,30 +472,28 @@ void GpuEngine::record_attention(Recorder& r, int il, int pos, bool normed) {
   mark(r, "out proj + ffn norm");
 }
 
-void GpuEngine::record_dense_ffn(Recorder& r, int il) {
-  GpuLayer& g = L_[il];
-  mv(r, g.ffn_gate, xn_, 0, eg_, 0);
-  mv(r, g.ffn_up, xn_, 0, eu_, 0);
+void GpuEngine::record_swiglu_ffn(Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down,
+                                  uint32_t n_ff, const Buffer& g, const Buffer& u, const Buffer& out, bool acc) {
+  mv(r, gate, xn_, 0, g, 0);
+  mv(r, up, xn_, 0, u, 0);
   r.barrier();
   const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
-  r.dispatch(sp, {eg_, eu_}, SwigluPush{uint32_t(c_.n_ff), 0, 0}, div_up(c_.n_ff, 256));
+  r.dispatch(sp, {g, u}, SwigluPush{n_ff, 0, 0}, div_up(n_ff, 256));
   r.barrier();
-  mv(r, g.ffn_down, eg_, 0, x_, 0, /*acc=*/true);
+  mv(r, down, g, 0, out, 0, acc);
   r.barrier();
 }
 
+void GpuEngine::record_dense_ffn(Recorder& r, int il) {
+  const GpuLayer& g = L_[il];
+  record_swiglu_ffn(r, g.ffn_gate, g.ffn_up, g.ffn_down, c_.n_ff, eg_, eu_, x_, /*acc=*/true);
+}
+
 void GpuEngine::record_shared_expert(Recorder& r, int il) {
-  GpuLayer& g = L_[il];
+  const GpuLayer& g = L_[il];
   if (!g.gate_shexp) return;
-  mv(r, g.gate_shexp, xn_, 0, sg_, 0);
-  mv(r, g.up_shexp, xn_, 0, su_, 0);
-  mv(r, g.shexp_gate, xn_, 0, gate1_, 0);
-  r.barrier();
-  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
-  r.dispatch(sp, {sg_, su_}, SwigluPush{uint32_t(c_.n_ff_shexp), 0, 0}, div_up(c_.n_ff_shexp, 256));
-  r.barrier();
-  mv(r, g.down_shexp, sg_, 0, so_, 0);
-  r.barrier();
+  mv(r, g.shexp_gate, xn_, 0, gate1_, 0);  // completes before the FFN's first barrier
+  record_swiglu_ffn(r, g.gate_shexp, g.up_shexp, g.down_shexp, c_.n_ff_shexp, sg_, su_, so_, /*acc=*/false);
   axpy(r, so_, 0, c_.n_embd, 1, &gate1_, 0, /*sigmoid*/ 2, x_, 0);
   r.barrier();
 }
