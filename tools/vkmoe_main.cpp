@@ -113,16 +113,22 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-SynthSpec default_spec(const Args& a) {
+// The built-in model of `run`/`bench` without -m.
+SynthSpec builtin_spec() {
   SynthSpec s;
   s.n_layer = 4;
   s.n_expert = 16;
   s.n_expert_used = 4;
   s.n_vocab = 2048;
-  if (a.get("preset") == "qwen3-30b-a3b") s = SynthSpec::qwen3_30b_a3b();
-  else if (a.flag("preset")) throw Error("unknown preset '" + a.get("preset") + "' (qwen3-30b-a3b)");
-  apply_synth_overrides(s, a.get("set"));
   return s;
+}
+
+// `base`, or --preset, with the --set overrides applied.
+SynthSpec spec_from_args(const Args& a, SynthSpec base) {
+  if (a.get("preset") == "qwen3-30b-a3b") base = SynthSpec::qwen3_30b_a3b();
+  else if (a.flag("preset")) throw Error("unknown preset '" + a.get("preset") + "' (qwen3-30b-a3b)");
+  apply_synth_overrides(base, a.get("set"));
+  return base;
 }
 
 std::unique_ptr<Model> load_model(const Args& a) {
@@ -131,7 +137,7 @@ std::unique_ptr<Model> load_model(const Args& a) {
     std::fprintf(stderr, "loading %s\n", path.c_str());
     return Model::load(path);
   }
-  SynthSpec s = default_spec(a);
+  SynthSpec s = spec_from_args(a, builtin_spec());
   std::fprintf(stderr, "no -m given: using the built-in synthetic model (%s)\n", describe(s).c_str());
   return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "<built-in synthetic model>"));
 }
@@ -282,9 +288,7 @@ int cmd_plan(const Args& a) {
 int cmd_synth(const Args& a) {
   std::string out = a.get("output");
   if (out.empty()) throw Error("synth needs -o FILE");
-  SynthSpec s = default_spec(a);
-  if (!a.flag("preset") && !a.flag("set")) s = SynthSpec();
-  apply_synth_overrides(s, a.get("set"));
+  SynthSpec s = spec_from_args(a, SynthSpec());
   std::fprintf(stderr, "writing %s: %s\n", out.c_str(), describe(s).c_str());
   auto t0 = std::chrono::steady_clock::now();
   write_synth_model(s, out);
