@@ -60,12 +60,11 @@ void CpuForward::matvec(const Weight& w, const float* x, float* y, int expert) c
     for (int64_t r = 0; r < rows; ++r) y[r] = dot_row_f32(w.type(), base + r * rb, x, n);
     return;
   }
-  std::vector<uint8_t> xq(activation_bytes(w.type(), n));
-  quantize_activation(w.type(), x, xq.data(), n);
+  // f32 activations: the same arithmetic as the reference and the GPU path.
   const int64_t grain = std::max<int64_t>(1, rows / (8 * pool_->size()));
   pool_->parallel_for((rows + grain - 1) / grain, [&](int64_t b, int64_t e) {
     const int64_t r0 = b * grain, r1 = std::min(rows, e * grain);
-    matvec_rows(w.type(), base, xq.data(), y + r0, r0, r1, n);
+    matvec_rows_f32(w.type(), base, x, y + r0, r0, r1, n);
   });
 }
 

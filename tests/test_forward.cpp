@@ -76,8 +76,8 @@ TEST(ForwardCpu, SimdKernelsTrackScalarReference) {
   const auto tokens = random_tokens(5, m->config().n_vocab);
   CpuForward ref(*m, 32, CpuForward::Kernels::Scalar), simd(*m, 32, CpuForward::Kernels::Simd, 2);
   auto a = ref.eval(tokens), b = simd.eval(tokens);
-  // Q8 activation quantization in the SIMD path: a few percent of the logit range.
-  EXPECT_LT(max_rel_diff(b, a), 0.05);
+  // Both use f32 activations: only float summation order differs.
+  EXPECT_LT(max_rel_diff(b, a), 1e-4);
 }
 
 TEST(ForwardCpu, ContextOverflowIsAnError) {

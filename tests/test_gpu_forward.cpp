@@ -10,7 +10,6 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/plan_model.h"
-#include "engine/vk_matvec.h"
 #include "tests/test_util.h"
 #include "tools/synth_model.h"
 
@@ -55,12 +54,9 @@ TEST_P(GpuForwardArch, LogitsMatchCpuReference) {
   CpuForward ref(*m, 32);
   std::mt19937 rng(seed);
   std::vector<int32_t> prompt = {int32_t(rng() % 512), int32_t(rng() % 512), int32_t(rng() % 512)};
-  // Devices with accelerated integer dot products run quantized matvecs on
-  // int8-rounded activations (vk::MatvecConfig::quant_x): allow the Q8
-  // activation rounding as for the CPU SIMD path (ForwardCpu test: 0.05).
-  const bool int8_x =
-      vk::matvec_config(vk::Context::create(o.device)->info(), GgmlType::Q4_K, 2048, 2048, 1).quant_x == 1;
-  const double tol = int8_x ? 0.05 : 2e-3;
+  // These shapes stay on the f32-activation matvecs on every device (the
+  // int8-x path starts at 16384 rows), so only float summation order differs.
+  const double tol = 2e-3;
   auto g = gpu->eval(prompt);
   auto r = ref.eval(prompt);
   EXPECT_LT(max_rel_diff(g, r), tol);
