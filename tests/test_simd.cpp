@@ -21,20 +21,15 @@
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
 #include "engine/common.h"
+#include "tests/simd_test_util.h"
 
 using namespace vkmoe;
+using namespace vkmoe::test;
 
 namespace {
 
 const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-
-std::vector<float> gaussian(std::mt19937& rng, int64_t n, float sigma = 1.f) {
-  std::normal_distribution<float> g(0.f, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = g(rng);
-  return v;
-}
 
 std::vector<uint8_t> quantized(GgmlType t, const std::vector<float>& x) {
   std::vector<uint8_t> q(row_bytes(t, x.size()));
@@ -62,19 +57,6 @@ std::vector<float> activation_error_bound(GgmlType wtype, const void* xq, int64_
     for (int64_t i = 0; i < n; ++i) bound[i] = 0.57f * fp16_to_fp32(b[i / QK8_0].d);
   }
   return bound;
-}
-
-// Runs body once per Highway target compiled into the binary and supported
-// by this CPU, with dispatch forced to it.
-template <class Body>
-void for_each_target(Body body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    ASSERT_STREQ(simd_target_name(), hwy::TargetName(target));
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 }  // namespace
@@ -347,36 +329,6 @@ TEST(ThreadPool, DestroyIdleAndAfterUse) {
 }
 
 namespace {
-
-struct RandomExpert {
-  GgmlType gate_type, up_type, down_type;
-  std::vector<uint8_t> gate, up, down;
-  std::vector<float> gate_f, up_f, down_f;  // dequantized weights
-  ExpertView view(int n_embd, int n_ff) const {
-    return {gate_type, up_type, down_type, gate.data(), up.data(), down.data(), n_embd, n_ff};
-  }
-};
-
-std::vector<uint8_t> quantize_matrix(GgmlType t, const std::vector<float>& m, int64_t rows, int64_t cols,
-                                     std::vector<float>& dequant) {
-  const size_t rb = row_bytes(t, cols);
-  std::vector<uint8_t> q(rows * rb);
-  dequant.resize(rows * cols);
-  for (int64_t r = 0; r < rows; ++r) {
-    quantize_row(t, m.data() + r * cols, q.data() + r * rb, cols);
-    dequantize_row(t, q.data() + r * rb, dequant.data() + r * cols, cols);
-  }
-  return q;
-}
-
-RandomExpert make_expert(std::mt19937& rng, GgmlType g, GgmlType u, GgmlType d, int n_embd, int n_ff) {
-  RandomExpert e{g, u, d, {}, {}, {}, {}, {}, {}};
-  const float s_in = 1.f / std::sqrt(float(n_embd)), s_out = 1.f / std::sqrt(float(n_ff));
-  e.gate = quantize_matrix(g, gaussian(rng, int64_t(n_ff) * n_embd, s_in), n_ff, n_embd, e.gate_f);
-  e.up = quantize_matrix(u, gaussian(rng, int64_t(n_ff) * n_embd, s_in), n_ff, n_embd, e.up_f);
-  e.down = quantize_matrix(d, gaussian(rng, int64_t(n_embd) * n_ff, s_out), n_embd, n_ff, e.down_f);
-  return e;
-}
 
 // Float reference on the dequantized weights and unquantized activations.
 std::vector<double> ffn_reference(const std::vector<RandomExpert>& experts, const std::vector<float>& weights,

@@ -16,21 +16,16 @@
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
 #include "engine/common.h"
+#include "tests/simd_test_util.h"
 
 using namespace vkmoe;
+using namespace vkmoe::test;
 
 namespace {
 
 const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 const GgmlType kQuantTypes[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-
-std::vector<float> gaussian(std::mt19937& rng, int64_t n, float sigma = 1.f, float mean = 0.f) {
-  std::normal_distribution<float> g(mean, sigma);
-  std::vector<float> v(n);
-  for (auto& x : v) x = g(rng);
-  return v;
-}
 
 // rows x n matrix of type t from Gaussian rows; odd rows get a mean offset so
 // the Q4_K/Q5_K mins are large.
@@ -63,19 +58,6 @@ std::vector<uint8_t> random_bytes_matrix(std::mt19937& rng, GgmlType t, int64_t 
     }
   }
   return m;
-}
-
-// Runs body once per Highway target compiled into the binary and supported
-// by this CPU, with dispatch forced to it.
-template <class Body>
-void for_each_target(Body body) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    ASSERT_STREQ(simd_target_name(), hwy::TargetName(target));
-    body();
-  }
-  hwy::SetSupportedTargetsForTest(0);
 }
 
 // Checks rows [0, rows) of matvec_rows_f32 against dot_row_f32 (dequantize +
@@ -170,34 +152,6 @@ TEST(SimdF32, RejectsUnsupportedTypesAndShapes) {
 }
 
 namespace {
-
-struct RandomExpert {
-  GgmlType gate_type, up_type, down_type;
-  std::vector<uint8_t> gate, up, down;
-  std::vector<float> gate_f, up_f, down_f;  // dequantized weights
-  ExpertView view(int n_embd, int n_ff) const {
-    return {gate_type, up_type, down_type, gate.data(), up.data(), down.data(), n_embd, n_ff};
-  }
-};
-
-std::vector<float> dequantize_matrix(GgmlType t, const std::vector<uint8_t>& q, int64_t rows, int64_t cols) {
-  const size_t rb = row_bytes(t, cols);
-  std::vector<float> m(rows * cols);
-  for (int64_t r = 0; r < rows; ++r) dequantize_row(t, q.data() + r * rb, m.data() + r * cols, cols);
-  return m;
-}
-
-RandomExpert make_expert(std::mt19937& rng, GgmlType g, GgmlType u, GgmlType d, int n_embd, int n_ff) {
-  RandomExpert e{g, u, d, {}, {}, {}, {}, {}, {}};
-  const float s_in = 1.f / std::sqrt(float(n_embd)), s_out = 1.f / std::sqrt(float(n_ff));
-  e.gate = random_matrix(rng, g, n_ff, n_embd, s_in);
-  e.up = random_matrix(rng, u, n_ff, n_embd, s_in);
-  e.down = random_matrix(rng, d, n_embd, n_ff, s_out);
-  e.gate_f = dequantize_matrix(g, e.gate, n_ff, n_embd);
-  e.up_f = dequantize_matrix(u, e.up, n_ff, n_embd);
-  e.down_f = dequantize_matrix(d, e.down, n_embd, n_ff);
-  return e;
-}
 
 // Double reference on the dequantized weights. tol[r] bounds f32 rounding:
 // 1e-5 of each dot's magnitude sum (sum |w x|), propagated from g and u
