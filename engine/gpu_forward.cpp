@@ -123,6 +123,8 @@ class GpuEngine final : public Engine {
            uint32_t n, uint32_t rows = 1);
   void axpy(Recorder& r, const Buffer& x, uint32_t xo, uint32_t n, uint32_t items, const Buffer* a,
             uint32_t ao, uint32_t mode, const Buffer& y, uint32_t yo);
+  // g[i] = silu(g[i]) * u[i] for n values.
+  void swiglu(Recorder& r, const Buffer& g, const Buffer& u, uint32_t n);
   void decode_resident(const std::vector<int32_t>& tokens);
   void record_resident_tokens(Recorder& r, int pos0, size_t n);
   void decode_offload(int32_t token);
@@ -131,6 +133,8 @@ class GpuEngine final : public Engine {
   void record_offload_a(Recorder& r, int il);
   void record_offload_b(Recorder& r, int il);
   void record_offload_end(Recorder& r);
+  // Whether layer il's pass also predicts layer il + 1's experts.
+  bool predicts(int il) const { return opt_.predict_prefetch && il + 1 < c_.n_layer; }
   // gate/up -> swiglu -> down for the K routed experts named by `ids` (expert
   // or slot indices into the given weight buffers) into eo_.
   void record_routed_experts(Recorder& r, const LayerWeights& lw, const Buffer& gate, const Buffer& up,
@@ -419,6 +423,11 @@ void GpuEngine::axpy(Recorder& r, const Buffer& x, uint32_t xo, uint32_t n, uint
   r.dispatch(p, {x, a ? vk::BufferRange(*a) : vk::BufferRange(x), y}, pc, div_up(n, 256));
 }
 
+void GpuEngine::swiglu(Recorder& r, const Buffer& g, const Buffer& u, uint32_t n) {
+  const auto& p = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
+  r.dispatch(p, {g, u}, SwigluPush{n, 0, 0}, div_up(n, 256));
+}
+
 void GpuEngine::embed(int32_t token, uint32_t slot) {
   if (token < 0 || token >= c_.n_vocab)
     throw Error("token id " + std::to_string(token) + " is outside the vocabulary");
@@ -477,8 +486,7 @@ void GpuEngine::record_swiglu_ffn(Recorder& r, const GpuTensor& gate, const GpuT
   mv(r, gate, xn_, 0, g, 0);
   mv(r, up, xn_, 0, u, 0);
   r.barrier();
-  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
-  r.dispatch(sp, {g, u}, SwigluPush{n_ff, 0, 0}, div_up(n_ff, 256));
+  swiglu(r, g, u, n_ff);
   r.barrier();
   mv(r, down, g, 0, out, 0, acc);
   r.barrier();
@@ -605,7 +613,7 @@ void GpuEngine::record_offload_a(Recorder& r, int il) {
   record_attention(r, il, pos_);
   const GpuLayer& g = L_[il];
   mv(r, g.router, xn_, 0, rlog_, 0);
-  const bool predict = opt_.predict_prefetch && il + 1 < c_.n_layer;
+  const bool predict = predicts(il);
   if (predict) {  // layer il+1's router applied to this layer's hidden state
     rms(r, x_, 0, &L_[il + 1].ffn_norm, so_, 0, E);
     r.barrier();
@@ -653,8 +661,7 @@ void GpuEngine::record_routed_experts(Recorder& r, const LayerWeights& lw, const
   ids_mv(lw.up_exps, up, xn_, 0, eu_, F);
   r.barrier();
   mark(r, "experts gate+up");
-  const auto& sp = ctx_->pipeline("swiglu", 2, sizeof(SwigluPush));
-  r.dispatch(sp, {eg_, eu_}, SwigluPush{K * F, 0, 0}, div_up(uint64_t(K) * F, 256));
+  swiglu(r, eg_, eu_, K * F);
   r.barrier();
   mark(r, "swiglu");
   ids_mv(lw.down_exps, down, eg_, F, eo_, E);
@@ -690,7 +697,7 @@ void GpuEngine::decode_offload(int32_t token) {
   a = record_next_a(1);
   routed.wait();
   for (int il = 0; il < L; ++il) {
-    const bool predict = opt_.predict_prefetch && il + 1 < L;
+    const bool predict = predicts(il);
     std::vector<vk::SyncPoint> waits;
     std::vector<ExpertView> cold;
     std::vector<float> cold_w;
