@@ -7,7 +7,7 @@
 
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe {
 

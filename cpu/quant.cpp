@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common.h"
+#include "base/error.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/simd_kernels.cpp"

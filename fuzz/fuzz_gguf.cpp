@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::unique_ptr<vkmoe::GgufFile> f;

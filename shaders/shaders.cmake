@@ -1,5 +1,5 @@
 # vkmoe_shader(NAME SOURCE [DEFINE ...]) compiles shaders/SOURCE with the given
-# -D defines into SPIR-V embedded under NAME (see engine/shaders.h).
+# -D defines into SPIR-V embedded under NAME (see engine/vulkan/shaders.h).
 function(vkmoe_shader NAME SRC)
   set(out ${CMAKE_BINARY_DIR}/shaders/${NAME}.spv.h)
   set(defs "")
@@ -43,5 +43,5 @@ vkmoe_shader(bandwidth bandwidth.comp)
 vkmoe_shader(moe_topk_sg moe_topk_sg.comp)
 vkmoe_shader(qk_norm_rope qk_norm_rope.comp)
 vkmoe_shader(moe_combine_norm moe_combine_norm.comp)
-# int8-x matvec with packed integer dot products; see engine/vk_matvec.h
+# int8-x matvec with packed integer dot products; see engine/vulkan/vk_matvec.h
 vkmoe_matvec_variants(matvec_q8x matvec_q8x.comp q8_0:4 q4_k:5 q5_k:6 q6_k:7)

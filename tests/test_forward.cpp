@@ -4,10 +4,10 @@
 #include <cmath>
 #include <random>
 
-#include "cpu/cpu_forward.h"
+#include "engine/forward/cpu_forward.h"
 #include "cpu/moe_route.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
+#include "engine/model/gguf.h"
+#include "engine/model/model.h"
 #include "tests/test_util.h"
 #include "tools/synth_model.h"
 

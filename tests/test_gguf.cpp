@@ -11,7 +11,7 @@
 #include <limits>
 #include <random>
 
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 namespace vkmoe {
 namespace {

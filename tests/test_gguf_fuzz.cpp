@@ -7,7 +7,7 @@
 #include <cstring>
 #include <random>
 
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 namespace vkmoe {
 namespace {

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <random>
 
-#include "cpu/cpu_forward.h"
-#include "engine/engine_select.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
-#include "engine/plan_model.h"
+#include "engine/forward/cpu_forward.h"
+#include "engine/forward/engine_select.h"
+#include "engine/model/gguf.h"
+#include "engine/model/model.h"
+#include "engine/offload/plan_model.h"
 #include "tests/test_util.h"
 #include "tools/synth_model.h"
 

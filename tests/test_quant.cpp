@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cpu/quant.h"
-#include "engine/common.h"
+#include "base/error.h"
 
 using namespace vkmoe;
 

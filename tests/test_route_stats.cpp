@@ -4,8 +4,8 @@
 #include <random>
 #include <set>
 
-#include "engine/common.h"
-#include "engine/route_stats.h"
+#include "base/error.h"
+#include "engine/offload/route_stats.h"
 
 using namespace vkmoe;
 

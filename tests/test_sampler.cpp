@@ -5,7 +5,7 @@
 #include <cmath>
 #include <random>
 
-#include "engine/sampler.h"
+#include "engine/sample/sampler.h"
 
 namespace vkmoe {
 namespace {

@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "cpu/quant.h"
-#include "engine/vk_matvec.h"
-#include "engine/vk_runtime.h"
+#include "engine/vulkan/vk_matvec.h"
+#include "engine/vulkan/vk_runtime.h"
 #include "tools/bench_shaders.h"
 
 using namespace vkmoe;

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <random>
 
-#include "cpu/cpu_forward.h"
+#include "engine/forward/cpu_forward.h"
 #include "cpu/moe_route.h"
-#include "engine/vk_runtime.h"
+#include "engine/vulkan/vk_runtime.h"
 
 using namespace vkmoe;
 using namespace vkmoe::vk;

@@ -15,7 +15,7 @@
 #include "cpu/quant.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
-#include "engine/common.h"
+#include "base/error.h"
 #include "tests/simd_test_util.h"
 
 using namespace vkmoe;

@@ -5,15 +5,15 @@
 #include <random>
 #include <stdexcept>
 
-#include "engine/common.h"
-#include "engine/slru_policy.h"
+#include "base/error.h"
+#include "engine/offload/slru_policy.h"
 
 using namespace vkmoe;
 using Seg = SlruPolicy::Segment;
 
 namespace {
 
-// Brute-force restatement of the rules in engine/slru_policy.h: entries carry
+// Brute-force restatement of the rules in engine/offload/slru_policy.h: entries carry
 // a recency stamp instead of list links, counts are halved eagerly, victims
 // are found by sorting.
 class ModelSlru {

@@ -6,8 +6,8 @@
 #include <set>
 #include <unordered_set>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/model/gguf.h"
+#include "engine/model/tokenizer.h"
 #include "tools/synth_vocab.h"
 
 namespace vkmoe {

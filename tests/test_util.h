@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
-#include "engine/model.h"
+#include "engine/model/gguf.h"
+#include "engine/model/model.h"
 #include "tools/synth_model.h"
 
 namespace vkmoe::test {

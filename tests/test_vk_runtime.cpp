@@ -7,8 +7,8 @@
 #include <random>
 
 #include "cpu/quant.h"
-#include "engine/vk_matvec.h"
-#include "engine/vk_runtime.h"
+#include "engine/vulkan/vk_matvec.h"
+#include "engine/vulkan/vk_runtime.h"
 
 using namespace vkmoe;
 using namespace vkmoe::vk;

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "cpu/quant.h"
-#include "engine/common.h"
-#include "engine/vk_matvec.h"
-#include "engine/vk_runtime.h"
+#include "base/error.h"
+#include "engine/vulkan/vk_matvec.h"
+#include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe {
 namespace {

@@ -6,8 +6,8 @@
 #include <random>
 #include <sstream>
 
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/model/gguf.h"
+#include "engine/model/tokenizer.h"
 #include "tools/synth_vocab.h"
 
 namespace vkmoe {

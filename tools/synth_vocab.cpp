@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 namespace vkmoe {
 namespace {

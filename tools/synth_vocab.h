@@ -1,6 +1,6 @@
 #pragma once
 // Self-consistent synthetic vocabularies for synthetic GGUF models.
-#include "engine/tokenizer.h"
+#include "engine/model/tokenizer.h"
 
 namespace vkmoe {
 

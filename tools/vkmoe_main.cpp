@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_forward.h"
-#include "engine/common.h"
-#include "engine/engine_select.h"
-#include "engine/model.h"
-#include "engine/plan_model.h"
-#include "engine/sampler.h"
-#include "engine/tokenizer.h"
+#include "engine/forward/cpu_forward.h"
+#include "base/error.h"
+#include "engine/forward/engine_select.h"
+#include "engine/model/model.h"
+#include "engine/offload/plan_model.h"
+#include "engine/sample/sampler.h"
+#include "engine/model/tokenizer.h"
 #include "planner/planner.h"
 #include "tools/bench_shaders.h"
 #include "tools/synth_model.h"

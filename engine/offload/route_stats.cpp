@@ -1,10 +1,10 @@
-#include "engine/route_stats.h"
+#include "engine/offload/route_stats.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <iterator>
 
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe {
 

@@ -1,6 +1,6 @@
 #pragma once
 // Fills the planner's input from a loaded model.
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "planner/planner.h"
 
 namespace vkmoe {

@@ -1,4 +1,4 @@
-#include "cpu/cpu_forward.h"
+#include "engine/forward/cpu_forward.h"
 
 #include <algorithm>
 #include <cmath>

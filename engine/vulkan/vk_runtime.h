@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe::vk {
 

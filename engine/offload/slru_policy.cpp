@@ -1,11 +1,11 @@
-#include "engine/slru_policy.h"
+#include "engine/offload/slru_policy.h"
 
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <stdexcept>
 
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe {
 

@@ -1,4 +1,4 @@
-#include "engine/shaders.h"
+#include "engine/vulkan/shaders.h"
 
 namespace vkmoe {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "cpu/quant.h"
-#include "engine/vk_runtime.h"
+#include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe::vk {
 

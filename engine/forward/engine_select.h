@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/model.h"
+#include "engine/model/model.h"
 #include "planner/planner.h"
 
 namespace vkmoe {

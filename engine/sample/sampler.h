@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe {
 

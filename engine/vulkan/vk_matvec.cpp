@@ -1,4 +1,4 @@
-#include "engine/vk_matvec.h"
+#include "engine/vulkan/vk_matvec.h"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 namespace vkmoe {
 

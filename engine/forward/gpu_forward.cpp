@@ -1,4 +1,4 @@
-#include "engine/gpu_forward.h"
+#include "engine/forward/gpu_forward.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -17,11 +17,11 @@
 #include "cpu/expert_ffn.h"
 #include "cpu/moe_route.h"
 #include "cpu/thread_pool.h"
-#include "engine/plan_model.h"
-#include "engine/route_stats.h"
-#include "engine/slru_policy.h"
-#include "engine/vk_matvec.h"
-#include "engine/vk_runtime.h"
+#include "engine/offload/plan_model.h"
+#include "engine/offload/route_stats.h"
+#include "engine/offload/slru_policy.h"
+#include "engine/vulkan/vk_matvec.h"
+#include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe {
 namespace {

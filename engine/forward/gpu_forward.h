@@ -5,7 +5,7 @@
 // computed on the CPU — as the planner decides for the VRAM budget.
 #include <memory>
 
-#include "engine/engine_select.h"
+#include "engine/forward/engine_select.h"
 
 namespace vkmoe {
 

@@ -1,10 +1,10 @@
-#include "engine/engine_select.h"
+#include "engine/forward/engine_select.h"
 
 #include <sstream>
 
-#include "cpu/cpu_forward.h"
-#include "engine/gpu_forward.h"
-#include "engine/vk_runtime.h"
+#include "engine/forward/cpu_forward.h"
+#include "engine/forward/gpu_forward.h"
+#include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe {
 namespace {

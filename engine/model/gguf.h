@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cpu/quant.h"
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe {
 

@@ -1,4 +1,4 @@
-#include "engine/vk_runtime.h"
+#include "engine/vulkan/vk_runtime.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "engine/shaders.h"
+#include "engine/vulkan/shaders.h"
 
 namespace vkmoe::vk {
 namespace {

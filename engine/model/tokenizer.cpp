@@ -1,4 +1,4 @@
-#include "engine/tokenizer.h"
+#include "engine/model/tokenizer.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <queue>
 
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 namespace vkmoe {
 namespace {

@@ -1,4 +1,4 @@
-#include "engine/gguf.h"
+#include "engine/model/gguf.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

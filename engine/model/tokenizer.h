@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/common.h"
+#include "base/error.h"
 
 namespace vkmoe {
 

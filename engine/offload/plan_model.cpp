@@ -1,4 +1,4 @@
-#include "engine/plan_model.h"
+#include "engine/offload/plan_model.h"
 
 namespace vkmoe {
 

@@ -1,4 +1,4 @@
-#include "engine/sampler.h"
+#include "engine/sample/sampler.h"
 
 #include <algorithm>
 #include <cmath>
