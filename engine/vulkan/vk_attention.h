@@ -1,0 +1,44 @@
+#pragma once
+// Attention for a ubatch of tokens over the KV cache (shaders/attn_*.comp).
+// Layout: q [t][n_head * head_dim], k/v [t][n_head_kv * head_dim] f32 scratch;
+// the caches hold [pos][n_head_kv * head_dim] values of KvType.
+#include <cstdint>
+
+#include "engine/vulkan/vk_runtime.h"
+
+namespace vkmoe::vk {
+
+enum class KvType { F32, F16 };
+const char* kv_type_name(KvType t);
+uint32_t kv_type_bytes(KvType t);
+
+// For each token t (position pos0 + t): optionally RMS-normalizes every q and k
+// head with q_norm / k_norm weights (f32, head_dim values, eps), applies rotary
+// embedding (NeoX half-split or adjacent pairs, base theta) to q in place and
+// to k, and stores the rotated k and the unchanged v into the caches at
+// position pos0 + t (converted to the cache type).
+struct RopeStoreArgs {
+  BufferRange q, k, v, q_norm, k_norm, k_cache, v_cache;
+  uint32_t q_stride = 0, kv_stride = 0;  // floats between tokens in q / k,v
+  uint32_t n_tokens = 0, pos0 = 0, head_dim = 0, n_head = 0, n_head_kv = 0;
+  bool neox = false, norm = false;
+  float theta = 10000.f, eps = 1e-6f;
+  KvType kv_type = KvType::F16;
+};
+void record_rope_store(Recorder& rec, const RopeStoreArgs& a);
+
+// o[t] = softmax(q[t] . K[0..pos0+t]^T * scale) V  (causal; grouped-query heads
+// share kv heads). Tiled over keys (flash attention: memory O(tile)); the
+// decode case (n_tokens 1) splits long contexts over workgroups.
+struct AttentionArgs {
+  BufferRange q, k_cache, v_cache, o;
+  uint32_t q_stride = 0, o_stride = 0;  // floats between tokens
+  uint32_t n_tokens = 0, pos0 = 0, head_dim = 0, n_head = 0, n_head_kv = 0;
+  float scale = 1.f;
+  KvType kv_type = KvType::F16;
+  BufferRange scratch;  // for split-K partials: attention_scratch_bytes(...)
+};
+uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx);
+void record_attention(Recorder& rec, const AttentionArgs& a);
+
+}  // namespace vkmoe::vk

@@ -1,0 +1,48 @@
+#pragma once
+// MoE routing kernels for a ubatch of tokens (shaders/moe_*.comp):
+// router top-k per token, grouping of the (token, k) pairs by expert into a
+// MoeTable, and the weighted combine of the expert outputs back into tokens.
+#include <cstdint>
+#include <vector>
+
+#include "engine/vulkan/moe_table.h"
+#include "engine/vulkan/vk_runtime.h"
+
+namespace vkmoe::vk {
+
+// For each token t < n_tokens: softmax over logits[t*logit_stride + e] (e <
+// n_expert), the k largest (lower index wins ties) into ids[t*k + j] (int32)
+// and their probabilities into weights[t*k + j] (renormalized over the k when
+// normalize). Non-finite logits never select an out-of-range id.
+struct MoeTopkArgs {
+  BufferRange logits, ids, weights;
+  uint32_t n_tokens = 0, n_expert = 0, k = 0, logit_stride = 0;
+  bool normalize = false;
+};
+void record_moe_topk(Recorder& rec, const MoeTopkArgs& a);
+
+// Builds the MoeTable of ids[n_tokens * k] (expert ids < n_expert) on the GPU.
+struct MoeGroupArgs {
+  BufferRange ids, table;
+  MoeTableLayout layout;
+  uint32_t n_expert = 0;
+};
+void record_moe_group(Recorder& rec, const MoeGroupArgs& a);
+
+// x[t*x_stride + i] += sum_j weights[t*k + j] * y[pair_slot(t, j)*y_stride + i]
+// over i < n, pairs with slot kMoeNoSlot skipped, j in increasing order.
+struct MoeCombineArgs {
+  BufferRange y, weights, table, x;
+  MoeTableLayout layout;
+  uint32_t n = 0, y_stride = 0, x_stride = 0;
+};
+void record_moe_combine(Recorder& rec, const MoeCombineArgs& a);
+
+// The same table built on the host (offload modes). ids[t*k + j] are expert
+// ids; group_of(expert) gives the weight-buffer index to use for it (cache
+// slot) or -1 when that expert is not run by this GPU pass (its pairs get
+// kMoeNoSlot). words must hold layout.words values.
+void build_moe_table(const int32_t* ids, const MoeTableLayout& layout, const int32_t* group_of_expert,
+                     uint32_t n_expert, uint32_t* words);
+
+}  // namespace vkmoe::vk
