@@ -13,6 +13,8 @@ namespace vkmoe {
 struct EngineOptions {
   std::string backend = "gpu";  // gpu | cpu | ref
   int n_ctx = 4096;
+  int n_ubatch = 512;  // tokens per batched forward pass (prompt processing)
+  std::string kv_type = "f16";  // KV cache element type: f16 | f32
   int device = -1;
   uint64_t vram_budget = 0;  // 0: the device's free memory
   PlanMode mode = PlanMode::Auto;
@@ -36,6 +38,8 @@ class Engine {
   virtual int n_ctx() const = 0;
   virtual std::string describe() const = 0;
   virtual std::string stats_report() const { return "no expert statistics for this backend\n"; }
+  // Device memory in use (0 for CPU backends).
+  virtual uint64_t vram_bytes() const { return 0; }
 };
 
 std::unique_ptr<Engine> make_engine(const Model& m, const EngineOptions& o);
