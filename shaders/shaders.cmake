@@ -45,3 +45,10 @@ vkmoe_shader(qk_norm_rope qk_norm_rope.comp)
 vkmoe_shader(moe_combine_norm moe_combine_norm.comp)
 # int8-x matvec with packed integer dot products; see engine/vulkan/vk_matvec.h
 vkmoe_matvec_variants(matvec_q8x matvec_q8x.comp q8_0:4 q4_k:5 q5_k:6 q6_k:7)
+# Batched forward pass (prompt processing): one include per mechanism.
+include(${CMAKE_CURRENT_LIST_DIR}/gemm.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/gemm_int8.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/gemm_coopmat.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/attention.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/moe.cmake OPTIONAL)
+include(${CMAKE_CURRENT_LIST_DIR}/trunk.cmake OPTIONAL)
