@@ -1,0 +1,147 @@
+#include "engine/vulkan/vk_moe.h"
+
+#include <algorithm>
+#include <string>
+
+namespace vkmoe::vk {
+namespace {
+
+// Push-constant blocks (must match shaders/moe_*.comp).
+struct TopkPush {
+  uint32_t n_expert, k, logit_stride, normalize;
+};
+struct GroupPush {
+  MoeTableLayout layout;
+  uint32_t n_expert;
+};
+struct CombinePush {
+  MoeTableLayout layout;
+  uint32_t n, y_stride, x_stride;
+};
+static_assert(sizeof(MoeTableLayout) == 32, "MoeTableLayout must mirror MoeLayout in shaders/moe_table.glsl");
+
+constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kGroupWorkgroup = 256, kCombineWorkgroup = 256;
+
+void check_range(const char* kernel, const char* what, const BufferRange& b, uint64_t bytes) {
+  if (b.buffer == VK_NULL_HANDLE)
+    throw Error(std::string("internal error: ") + kernel + " " + what + " binding is empty");
+  if (bytes > b.range)
+    throw Error(std::string("internal error: ") + kernel + " " + what + " needs " + std::to_string(bytes) +
+                " bytes but its binding covers " + std::to_string(b.range));
+}
+
+void check_layout(const char* kernel, const MoeTableLayout& l, const BufferRange& table) {
+  const MoeTableLayout want = MoeTableLayout::make(l.n_tokens, l.k, 0);
+  if (l.k == 0 || l.tile_expert_off != want.tile_expert_off || l.max_tiles < want.max_tiles ||
+      l.slot_token_off < l.tile_expert_off + l.max_tiles || l.pair_slot_off < l.slot_token_off + l.max_slots() ||
+      l.words < l.pair_slot_off + l.n_tokens * l.k)
+    throw Error(std::string("internal error: ") + kernel + " got an inconsistent MoeTableLayout");
+  check_range(kernel, "table", table, l.bytes());
+}
+
+uint32_t pow2_ceil(uint32_t v) {
+  uint32_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
+  if (a.n_tokens == 0) return;
+  if (a.n_expert == 0 || a.n_expert > kMaxExperts || a.k == 0 || a.k > kMaxTopk || a.k > a.n_expert)
+    throw Error("moe_topk: unsupported n_expert " + std::to_string(a.n_expert) + " / k " + std::to_string(a.k) +
+                " (need 1 <= k <= min(n_expert, 64), n_expert <= 1024)");
+  if (a.logit_stride < a.n_expert) throw Error("internal error: moe_topk logit_stride < n_expert");
+  Context& ctx = rec.context();
+  const DeviceInfo& dev = ctx.info();
+  if (a.n_tokens > dev.max_workgroup_count[0]) throw Error("internal error: moe_topk with too many tokens");
+  check_range("moe_topk", "logits", a.logits, (uint64_t(a.n_tokens - 1) * a.logit_stride + a.n_expert) * 4);
+  check_range("moe_topk", "ids", a.ids, uint64_t(a.n_tokens) * a.k * 4);
+  check_range("moe_topk", "weights", a.weights, uint64_t(a.n_tokens) * a.k * 4);
+
+  // One lane per expert up to 256 lanes (each lane owns at most 32 experts),
+  // at least 64 lanes and at least a subgroup.
+  const uint32_t sg = dev.subgroup_size;
+  const bool subgroup = dev.subgroup_arithmetic && sg > 0 && (sg & (sg - 1)) == 0 && sg <= 256;
+  uint32_t wg = std::clamp<uint32_t>(pow2_ceil(a.n_expert), 64, 256);
+  if (subgroup) wg = std::max(wg, sg);
+  if (wg > dev.max_workgroup_invocations) throw Error("internal error: moe_topk workgroup too large for the device");
+  const TopkPush push{a.n_expert, a.k, a.logit_stride, a.normalize ? 1u : 0u};
+  const Pipeline& p = ctx.pipeline(subgroup ? "moe_topk_batch_sg" : "moe_topk_batch", 3, sizeof(TopkPush), {wg});
+  rec.dispatch(p, {a.logits, a.ids, a.weights}, push, a.n_tokens);
+}
+
+void record_moe_group(Recorder& rec, const MoeGroupArgs& a) {
+  const MoeTableLayout& l = a.layout;
+  if (a.n_expert == 0 || a.n_expert > kMaxExperts)
+    throw Error("moe_group: unsupported n_expert " + std::to_string(a.n_expert) + " (at most 1024)");
+  check_layout("moe_group", l, a.table);
+  const uint64_t pairs = uint64_t(l.n_tokens) * l.k;
+  if (l.max_tiles < MoeTableLayout::make(l.n_tokens, l.k, a.n_expert).max_tiles)
+    throw Error("internal error: moe_group layout has too few tiles for " + std::to_string(a.n_expert) + " experts");
+  check_range("moe_group", "ids", a.ids, pairs * 4);
+  Context& ctx = rec.context();
+  if (ctx.info().max_workgroup_invocations < kGroupWorkgroup)
+    throw Error("moe_group needs workgroups of 256 invocations");
+  const GroupPush push{l, a.n_expert};
+  rec.dispatch(ctx.pipeline("moe_group", 2, sizeof(GroupPush)), {a.ids, a.table}, push, 1);
+}
+
+void record_moe_combine(Recorder& rec, const MoeCombineArgs& a) {
+  const MoeTableLayout& l = a.layout;
+  check_layout("moe_combine", l, a.table);
+  if (l.n_tokens == 0 || a.n == 0) return;
+  if (a.y_stride < a.n || a.x_stride < a.n) throw Error("internal error: moe_combine stride < n");
+  Context& ctx = rec.context();
+  if (l.n_tokens > ctx.info().max_workgroup_count[1]) throw Error("internal error: moe_combine with too many tokens");
+  check_range("moe_combine", "y", a.y, (uint64_t(l.max_slots() - 1) * a.y_stride + a.n) * 4);
+  check_range("moe_combine", "weights", a.weights, uint64_t(l.n_tokens) * l.k * 4);
+  check_range("moe_combine", "x", a.x, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
+  const CombinePush push{l, a.n, a.y_stride, a.x_stride};
+  rec.dispatch(ctx.pipeline("moe_combine", 4, sizeof(CombinePush)), {a.y, a.weights, a.table, a.x}, push,
+               (a.n + kCombineWorkgroup - 1) / kCombineWorkgroup, l.n_tokens);
+}
+
+void build_moe_table(const int32_t* ids, const MoeTableLayout& layout, const int32_t* group_of_expert,
+                     uint32_t n_expert, uint32_t* words) {
+  const MoeTableLayout& l = layout;
+  const uint32_t pairs = l.n_tokens * l.k;
+  // Pairs of each group, in pair (= token) order.
+  std::vector<int32_t> group(pairs);
+  int32_t n_groups = 0;
+  for (uint32_t q = 0; q < pairs; ++q) {
+    if (ids[q] < 0 || uint32_t(ids[q]) >= n_expert)
+      throw Error("internal error: build_moe_table expert id " + std::to_string(ids[q]) + " out of range");
+    group[q] = group_of_expert[ids[q]];
+    n_groups = std::max(n_groups, group[q] + 1);
+  }
+  std::vector<uint32_t> count(n_groups, 0), start(n_groups + 1, 0);
+  for (int32_t g : group)
+    if (g >= 0) ++count[g];
+  for (int32_t g = 0; g < n_groups; ++g)
+    start[g + 1] = start[g] + (count[g] + kMoeTileRows - 1) / kMoeTileRows * kMoeTileRows;
+  const uint32_t used = start[n_groups] / kMoeTileRows;
+  if (used > l.max_tiles)
+    throw Error("internal error: build_moe_table needs " + std::to_string(used) + " tiles, layout has " +
+                std::to_string(l.max_tiles));
+
+  std::fill(words, words + l.words, 0u);
+  words[l.count_off] = used;
+  std::fill(words + l.tile_expert_off, words + l.tile_expert_off + l.max_tiles, kMoeNoSlot);  // int -1
+  std::fill(words + l.slot_token_off, words + l.slot_token_off + l.max_slots(), kMoeNoSlot);  // int -1
+  for (int32_t g = 0; g < n_groups; ++g)
+    for (uint32_t s = start[g]; s < start[g + 1]; s += kMoeTileRows) words[l.tile_expert_off + s / kMoeTileRows] = g;
+  std::vector<uint32_t> next(start.begin(), start.end() - 1);
+  for (uint32_t q = 0; q < pairs; ++q) {
+    if (group[q] < 0) {
+      words[l.pair_slot_off + q] = kMoeNoSlot;
+      continue;
+    }
+    const uint32_t s = next[group[q]]++;
+    words[l.pair_slot_off + q] = s;
+    words[l.slot_token_off + s] = q / l.k;
+  }
+}
+
+}  // namespace vkmoe::vk

@@ -1,0 +1,6 @@
+# MoE routing over a ubatch (engine/vulkan/vk_moe.h): router top-k (shared-memory
+# and subgroup variants), grouping of the routing pairs by expert, combine.
+vkmoe_shader(moe_topk_batch moe_topk_batch.comp SUBGROUP=0)
+vkmoe_shader(moe_topk_batch_sg moe_topk_batch.comp SUBGROUP=1)
+vkmoe_shader(moe_group moe_group.comp)
+vkmoe_shader(moe_combine moe_combine.comp)

@@ -1,0 +1,136 @@
+#version 450
+// Router top-k for a batch of tokens, one workgroup per token: softmax over
+// n_expert logits (NaN read as -inf), the k largest (lower index wins ties)
+// into ids, their probabilities into weights (divided by the sum over all
+// experts, or over the k when normalize). p(l) = exp(l - max), and exactly 1
+// where l == max, so rows of -inf or with +inf still give finite weights.
+// Thread t owns experts t, t + WG, ... and keeps its best unchosen one; each
+// of the k rounds reduces the owners' bests (subgroup ops when SUBGROUP=1,
+// else a shared-memory tree) and only the winner's owner rescans.
+#if SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 256;  // power of two, n_expert <= 32 * WG
+layout(std430, binding = 0) readonly buffer L { float logits[]; };
+layout(std430, binding = 1) writeonly buffer I { int ids[]; };
+layout(std430, binding = 2) writeonly buffer W { float weights[]; };
+layout(push_constant) uniform P { uint n_expert, k, logit_stride, normalize; } p;
+
+const uint NONE = 0xffffffffu;
+#define NEG_INF uintBitsToFloat(0xff800000u)
+shared float lv[1024];  // sanitized logits (n_expert <= 1024); lv[e] is used by e's owner only
+shared float pw[64];    // chosen probabilities (k <= 64)
+// Reduction scratch in two halves, alternated between calls so that one
+// barrier per call separates a call's reads from the next call's writes.
+shared float red_v[2 * WG];
+shared uint red_i[2 * WG];
+uint half_base = 0;
+
+bool better(float v, uint i, float ov, uint oi) { return v > ov || (v == ov && i < oi); }
+
+// The best (value, index) over the workgroup, in every invocation.
+void reduce_best(inout float v, inout uint i) {
+  const uint h = half_base;
+  half_base ^= WG;
+#if SUBGROUP
+  const float m = subgroupMax(v);
+  const uint mi = subgroupMin(v == m ? i : NONE);
+  if (subgroupElect()) { red_v[h + gl_SubgroupID] = m; red_i[h + gl_SubgroupID] = mi; }
+  barrier();
+  v = red_v[h];
+  i = red_i[h];
+  for (uint s = 1; s < gl_NumSubgroups; ++s)
+    if (better(red_v[h + s], red_i[h + s], v, i)) { v = red_v[h + s]; i = red_i[h + s]; }
+#else
+  const uint t = gl_LocalInvocationID.x;
+  red_v[h + t] = v;
+  red_i[h + t] = i;
+  barrier();
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (t < s && better(red_v[h + t + s], red_i[h + t + s], red_v[h + t], red_i[h + t])) {
+      red_v[h + t] = red_v[h + t + s];
+      red_i[h + t] = red_i[h + t + s];
+    }
+    barrier();
+  }
+  v = red_v[h];
+  i = red_i[h];
+#endif
+}
+
+// Sum (op 0) or max (op 1) over the workgroup, in every invocation; the
+// order of additions is fixed, so results are deterministic.
+float reduce_float(float v, uint op) {
+  const uint h = half_base;
+  half_base ^= WG;
+#if SUBGROUP
+  const float r = op == 0 ? subgroupAdd(v) : subgroupMax(v);
+  if (subgroupElect()) red_v[h + gl_SubgroupID] = r;
+  barrier();
+  float acc = red_v[h];
+  for (uint s = 1; s < gl_NumSubgroups; ++s) acc = op == 0 ? acc + red_v[h + s] : max(acc, red_v[h + s]);
+  return acc;
+#else
+  const uint t = gl_LocalInvocationID.x;
+  red_v[h + t] = v;
+  barrier();
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (t < s) red_v[h + t] = op == 0 ? red_v[h + t] + red_v[h + t + s] : max(red_v[h + t], red_v[h + t + s]);
+    barrier();
+  }
+  return red_v[h];
+#endif
+}
+
+float prob(float l, float mx) { return l == mx ? 1.0 : exp(l - mx); }
+
+// This invocation's best expert not in `taken` (bit r: expert t + r*WG).
+void local_best(uint taken, out float bv, out uint bi) {
+  bv = NEG_INF;
+  bi = NONE;
+  uint r = 0;
+  for (uint e = gl_LocalInvocationID.x; e < p.n_expert; e += WG, ++r)
+    if ((taken & (1u << r)) == 0u && better(lv[e], e, bv, bi)) { bv = lv[e]; bi = e; }
+}
+
+void main() {
+  const uint t = gl_LocalInvocationID.x, tok = gl_WorkGroupID.x;
+  const uint base = tok * p.logit_stride;
+  float mx = NEG_INF;
+  for (uint e = t; e < p.n_expert; e += WG) {
+    float l = logits[base + e];
+    if ((floatBitsToUint(l) & 0x7fffffffu) > 0x7f800000u) l = NEG_INF;  // NaN
+    lv[e] = l;
+    mx = max(mx, l);
+  }
+  mx = reduce_float(mx, 1);
+  float sum = 0.0;
+  for (uint e = t; e < p.n_expert; e += WG) sum += prob(lv[e], mx);
+  sum = reduce_float(sum, 0);
+
+  uint taken = 0;
+  float bv;
+  uint bi;
+  local_best(taken, bv, bi);
+  float sel = 0.0;
+  for (uint j = 0; j < p.k; ++j) {
+    float v = bv;
+    uint i = bi;
+    reduce_best(v, i);  // k <= n_expert: i is a valid unchosen expert
+    if (i % WG == t) {
+      taken |= 1u << (i / WG);
+      local_best(taken, bv, bi);
+    }
+    const float pe = prob(v, mx);
+    sel += pe;
+    if (t == 0) {
+      ids[tok * p.k + j] = int(i);
+      pw[j] = pe;
+    }
+  }
+  barrier();
+  const float denom = p.normalize != 0 ? sel : sum;
+  for (uint j = t; j < p.k; j += WG) weights[tok * p.k + j] = pw[j] / denom;
+}
