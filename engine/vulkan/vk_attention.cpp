@@ -1,0 +1,189 @@
+#include "engine/vulkan/vk_attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace vkmoe::vk {
+namespace {
+
+constexpr uint32_t kFlashWorkgroup = 128;  // WG of attn_flash.comp
+constexpr uint32_t kMaxSplits = 64;  // split-K partials per q head (times tokens); <= MAX_SPLIT of attn_split_reduce.comp
+constexpr uint32_t kMinSplitKeys = 128;    // a split covers at least this many positions
+constexpr uint32_t kTargetWorkgroups = 256;  // split until a dispatch has about this many
+
+struct RopeStorePush {
+  uint32_t q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
+  float theta, eps;
+};
+struct FlashPush {
+  uint32_t q_stride4, o_stride4, n_rows, group, pos0, n_head, kv_row_lu, kv_len, n_split, ml_off;
+  float scale_log2;
+};
+struct SplitReducePush {
+  uint32_t head_dim, n_head, n_split, ml_off, o_stride;
+};
+
+void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
+  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: attention ") + what + " binding is empty");
+  if (end_bytes > b.range)
+    throw Error(std::string("internal error: attention ") + what + " needs " + std::to_string(end_bytes) +
+                " bytes but its binding covers " + std::to_string(b.range));
+}
+
+void check_heads(const char* what, uint32_t n_tokens, uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                 uint32_t dim_multiple) {
+  if (n_tokens == 0 || n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0)
+    throw Error(std::string("internal error: ") + what + ": bad shape (tokens " + std::to_string(n_tokens) +
+                ", heads " + std::to_string(n_head) + "/" + std::to_string(n_head_kv) + ")");
+  if (head_dim == 0 || head_dim > 256 || head_dim % dim_multiple != 0)
+    throw Error(std::string(what) + ": head dimension " + std::to_string(head_dim) +
+                " is not supported (multiple of " + std::to_string(dim_multiple) + " up to 256)");
+}
+
+// Tile sizes and invocation layout of attn_flash.comp (its spec constants).
+struct FlashShape {
+  uint32_t br = 0, bc = 0;  // query rows per workgroup, keys per tile
+  uint32_t sr = 0, sk = 0;  // scores per invocation: rows x keys
+  uint32_t dt = 0, nc = 0;  // output: invocations along head_dim, vec4 columns each
+};
+
+uint64_t flash_shared_bytes(const FlashShape& s, uint32_t head_dim) {
+  const uint64_t row_vec4 = head_dim / 4 + 1;
+  return 16 * (s.br * row_vec4 + s.bc * row_vec4 + s.br * (s.bc / 4 + 1)) + 4 * (2 * kFlashWorkgroup + 4 * s.br);
+}
+
+// Fills in the invocation layout for s.br x s.bc; false when none fits.
+bool map_invocations(FlashShape& s, uint32_t head_dim) {
+  const uint32_t wg = kFlashWorkgroup, per = s.br * s.bc / wg;
+  if (per == 0 || s.br * s.bc % wg != 0 || s.br > wg || s.bc % (wg / s.br) != 0) return false;
+  s.sk = std::min<uint32_t>(4, per);
+  s.sr = per / s.sk;
+  if (s.sr > s.br) return false;
+  const uint32_t d4 = head_dim / 4;
+  uint32_t best_idle = UINT32_MAX;
+  s.dt = 0;
+  for (uint32_t dt : {32u, 16u, 64u, 8u}) {  // fewest idle columns, then this order
+    const uint32_t rg = wg / dt, nc = (d4 + dt - 1) / dt;
+    if (rg > s.br || s.br % rg != 0 || nc * dt - d4 >= best_idle) continue;
+    best_idle = nc * dt - d4;
+    s.dt = dt;
+    s.nc = nc;
+  }
+  return s.dt != 0;
+}
+
+// Rows per workgroup: enough for the query rows of one kv head (at least 4),
+// at most 32 (64 for head_dim <= 64); the largest tile that fits in shared memory.
+FlashShape flash_shape(const DeviceInfo& dev, uint32_t head_dim, uint32_t rows) {
+  const uint32_t br_max = head_dim <= 64 ? 64 : 32;
+  uint32_t br = 4;
+  while (br < rows && br < br_max) br *= 2;
+  for (; br >= 4; br /= 2)
+    for (uint32_t bc : {64u, 32u, 16u}) {
+      if (br > 16 && bc > 32) continue;
+      FlashShape s;
+      s.br = br;
+      s.bc = bc;
+      if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim) <= dev.max_shared_memory_bytes) return s;
+    }
+  throw Error("attention: no flash-attention tile fits in " + std::to_string(dev.max_shared_memory_bytes) +
+              " bytes of shared memory for head dimension " + std::to_string(head_dim));
+}
+
+uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / kMinSplitKeys, 1, kMaxSplits); }
+
+}  // namespace
+
+const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
+uint32_t kv_type_bytes(KvType t) { return t == KvType::F16 ? 2 : 4; }
+
+void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
+  check_heads("rope/store", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, 2);
+  const uint64_t D = a.head_dim, kv_dim = D * a.n_head_kv;
+  check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + D * a.n_head) * 4);
+  check_range("k", a.k, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
+  check_range("v", a.v, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
+  const uint64_t cache_end = (uint64_t(a.pos0) + a.n_tokens) * kv_dim * kv_type_bytes(a.kv_type);
+  check_range("k cache", a.k_cache, cache_end);
+  check_range("v cache", a.v_cache, cache_end);
+  if (a.norm) {
+    check_range("q norm", a.q_norm, D * 4);
+    check_range("k norm", a.k_norm, D * 4);
+  }
+  Context& ctx = rec.context();
+  if (a.n_tokens > ctx.info().max_workgroup_count[1])
+    throw Error("internal error: rope/store with too many tokens in one dispatch");
+  const RopeStorePush push{a.q_stride, a.kv_stride, a.pos0, a.head_dim, a.n_head, a.n_head_kv,
+                           a.neox ? 1u : 0u, a.norm ? 1u : 0u, a.theta, a.eps};
+  const Pipeline& p = ctx.pipeline(std::string("attn_rope_store_") + kv_type_name(a.kv_type), 7, sizeof push);
+  // Without norm the weight bindings are unused: bind q in their place.
+  rec.dispatch(p, {a.q, a.k, a.v, a.norm ? a.q_norm : a.q, a.norm ? a.k_norm : a.q, a.k_cache, a.v_cache}, push,
+               a.n_head + a.n_head_kv, a.n_tokens);
+}
+
+uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx) {
+  return uint64_t(n_head) * max_splits(n_ctx) * (head_dim + 2) * 4;
+}
+
+// With an empty scratch range the keys are never split (one dispatch). With
+// a split, a barrier and the reduce dispatch follow; the caller records the
+// barrier before reading o either way.
+void record_attention(Recorder& rec, const AttentionArgs& a) {
+  const bool f16 = a.kv_type == KvType::F16;
+  check_heads("attention", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, f16 ? 8 : 4);
+  if (a.q_stride % 4 != 0 || a.o_stride % 4 != 0)
+    throw Error("internal error: attention q/o strides must be multiples of 4 floats");
+  const uint32_t D = a.head_dim, group = a.n_head / a.n_head_kv, n_kv = a.pos0 + a.n_tokens;
+  const uint64_t kv_dim = uint64_t(D) * a.n_head_kv;
+  check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + uint64_t(D) * a.n_head) * 4);
+  check_range("o", a.o, ((a.n_tokens - 1) * uint64_t(a.o_stride) + uint64_t(D) * a.n_head) * 4);
+  check_range("k cache", a.k_cache, n_kv * kv_dim * kv_type_bytes(a.kv_type));
+  check_range("v cache", a.v_cache, n_kv * kv_dim * kv_type_bytes(a.kv_type));
+
+  Context& ctx = rec.context();
+  const DeviceInfo& dev = ctx.info();
+  const uint32_t rows = a.n_tokens * group;
+  const FlashShape s = flash_shape(dev, D, rows);
+  const uint32_t row_blocks = (rows + s.br - 1) / s.br;
+  if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
+    throw Error("internal error: attention dispatch exceeds the workgroup count limits");
+
+  uint32_t n_split = 1;
+  if (a.scratch.buffer != VK_NULL_HANDLE) {
+    const uint32_t base = row_blocks * a.n_head_kv;
+    const uint32_t want = (kTargetWorkgroups + base - 1) / base;
+    n_split = std::max<uint32_t>(1, std::min(want, max_splits(n_kv) / a.n_tokens));
+  }
+  // Keys per split: whole tiles; recount the splits after rounding.
+  uint32_t kv_len = (n_kv + n_split - 1) / n_split;
+  kv_len = (kv_len + s.bc - 1) / s.bc * s.bc;
+  n_split = (n_kv + kv_len - 1) / kv_len;
+  const uint32_t part_rows = a.n_tokens * a.n_head * n_split;
+  if (n_split > 1) check_range("scratch", a.scratch, uint64_t(part_rows) * (D + 2) * 4);
+
+  FlashPush push{};
+  push.q_stride4 = a.q_stride / 4;
+  push.o_stride4 = a.o_stride / 4;
+  push.n_rows = rows;
+  push.group = group;
+  push.pos0 = a.pos0;
+  push.n_head = a.n_head;
+  push.kv_row_lu = static_cast<uint32_t>(kv_dim / (f16 ? 8 : 4));
+  push.kv_len = kv_len;
+  push.n_split = n_split;
+  push.ml_off = part_rows * D;
+  push.scale_log2 = a.scale * 1.4426950408889634f;
+  const Pipeline& fp = ctx.pipeline(std::string("attn_flash_") + kv_type_name(a.kv_type), 5, sizeof push,
+                                    {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc});
+  // Without a split the partials binding is unused: bind o in its place.
+  rec.dispatch(fp, {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o}, push, row_blocks, n_split,
+               a.n_head_kv);
+  if (n_split == 1) return;
+  rec.barrier();
+  const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride};
+  const Pipeline& p = ctx.pipeline("attn_split_reduce", 2, sizeof rp);
+  rec.dispatch(p, {a.scratch, a.o}, rp, a.n_tokens * a.n_head);
+}
+
+}  // namespace vkmoe::vk

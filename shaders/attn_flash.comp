@@ -1,0 +1,189 @@
+#version 450
+// Flash attention over a KV cache (causal, grouped-query). A workgroup owns BR
+// query rows of one kv head g (row r = token r / G, q head g*G + r % G) and
+// streams BC-key tiles of K and V through shared memory with an online
+// softmax (base 2: q is pre-scaled by scale * log2(e)); f32 accumulation.
+// Split-K (n_split > 1): workgroup y covers keys [y*kv_len, (y+1)*kv_len) and
+// writes unnormalized partial outputs with their max and sum to `part`
+// for attn_split_reduce.comp. KV_F16: caches hold f16 pairs packed in uints.
+#extension GL_EXT_control_flow_attributes : enable
+#define WG 128
+layout(local_size_x = WG) in;
+layout(constant_id = 0) const uint D = 128;  // head_dim, multiple of 4 (8 for f16)
+layout(constant_id = 1) const uint BR = 32;  // query rows per workgroup
+layout(constant_id = 2) const uint BC = 32;  // keys per tile
+layout(constant_id = 3) const uint SR = 2;   // scores: rows per invocation
+layout(constant_id = 4) const uint SK = 4;   // scores: keys per invocation
+layout(constant_id = 5) const uint DT = 32;  // output: invocations along head_dim
+layout(constant_id = 6) const uint NC = 1;   // output: vec4 columns per invocation
+const uint D4 = D / 4, KT = BC / SK, RT = BR / SR, RG = WG / DT, OR = BR / RG, TPR = WG / BR;
+const uint RS = D4 + 1;       // padded vec4 row stride of the q and kv tiles
+const uint PS4 = BC / 4 + 1;  // padded vec4 row stride of the score tile
+#if KV_F16
+const uint LU = D / 8;  // uvec4 loads (8 halves) per cached head row
+#define KV_T uvec4
+#else
+const uint LU = D4;
+#define KV_T vec4
+#endif
+const uint NV = (BC * LU + WG - 1) / WG;  // value-tile loads per invocation
+const float NEG = -1e30;                  // masked score / empty running max
+
+layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
+layout(std430, binding = 1) readonly buffer K { KV_T kc[]; };
+layout(std430, binding = 2) readonly buffer V { KV_T vc[]; };
+layout(std430, binding = 3) writeonly buffer O { vec4 o4[]; };
+layout(std430, binding = 4) writeonly buffer S { float part[]; };
+layout(push_constant) uniform P {
+  uint q_stride4, o_stride4;  // vec4s between tokens
+  uint n_rows, group, pos0, n_head, kv_row_lu;  // kv_row_lu: loads between cache positions
+  uint kv_len, n_split, ml_off;  // split-K: keys per split, offset of (max, sum) pairs in part
+  float scale_log2;
+} p;
+
+shared vec4 q_sh[BR * RS];
+shared vec4 kv_sh[BC * RS];  // key tile, then value tile
+shared vec4 p_sh[BR * PS4];  // scores, then probabilities
+shared float red_max[WG], red_sum[WG];
+shared float row_m[BR], row_l[BR], row_alpha[BR], row_m_new[BR];
+
+// Unpacks one cache load into one or two vec4 of the tile row.
+void store_tile(uint j, uint u, KV_T w) {
+#if KV_F16
+  kv_sh[j * RS + 2 * u] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
+  kv_sh[j * RS + 2 * u + 1] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+#else
+  kv_sh[j * RS + u] = w;
+#endif
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, g = gl_WorkGroupID.z, split = gl_WorkGroupID.y;
+  // Blocks of later tokens see more keys: start them first.
+  const uint r0 = (gl_NumWorkGroups.x - 1 - gl_WorkGroupID.x) * BR;
+  const uint G = p.group;
+  const uint t_last = (min(r0 + BR, p.n_rows) - 1) / G;
+  const uint kv_lo = split * p.kv_len, kv_hi = min(kv_lo + p.kv_len, p.pos0 + t_last + 1);
+  const uint kv_base = g * LU;
+
+  for (uint i = tid; i < BR * D4; i += WG) {
+    const uint r = i / D4, c = i % D4, row = r0 + r;
+    vec4 x = vec4(0);
+    if (row < p.n_rows) x = q4[(row / G) * p.q_stride4 + (g * G + row % G) * D4 + c] * p.scale_log2;
+    q_sh[r * RS + c] = x;
+  }
+  if (tid < BR) {
+    row_m[tid] = NEG;
+    row_l[tid] = 0.0;
+  }
+  // Scores layout: keys kt + jj*KT of rows rt + i*RT. Output layout: vec4
+  // columns cd + c*DT of rows rg + i*RG. Softmax layout: TPR invocations per row.
+  const uint kt = tid % KT, rt = tid / KT, cd = tid % DT, rg = tid / DT;
+  const uint sm_row = tid / TPR, sm_sub = tid % TPR;
+  uint s_limit[SR];  // last visible key of each scores row
+  [[unroll]] for (uint i = 0; i < SR; ++i) s_limit[i] = p.pos0 + min(r0 + rt + i * RT, p.n_rows - 1) / G;
+  vec4 acc[OR * NC];
+  [[unroll]] for (uint i = 0; i < OR * NC; ++i) acc[i] = vec4(0);
+
+  for (uint tile0 = kv_lo; tile0 < kv_hi; tile0 += BC) {
+    barrier();  // the previous tile's readers are done
+    for (uint i = tid; i < BC * LU; i += WG) {
+      const uint j = i / LU, u = i % LU;
+      store_tile(j, u, tile0 + j < kv_hi ? kc[(tile0 + j) * p.kv_row_lu + kv_base + u] : KV_T(0));
+    }
+    barrier();
+    KV_T vreg[NV];  // value tile, loaded while the scores are computed
+    [[unroll]] for (uint n = 0; n < NV; ++n) {
+      const uint i = tid + n * WG, j = i / LU;
+      vreg[n] = KV_T(0);
+      if (i < BC * LU && tile0 + j < kv_hi) vreg[n] = vc[(tile0 + j) * p.kv_row_lu + kv_base + i % LU];
+    }
+    float s[SR * SK];
+    [[unroll]] for (uint i = 0; i < SR * SK; ++i) s[i] = 0.0;
+    for (uint c = 0; c < D4; ++c) {
+      vec4 qv[SR];
+      [[unroll]] for (uint i = 0; i < SR; ++i) qv[i] = q_sh[(rt + i * RT) * RS + c];
+      [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
+        const vec4 kv = kv_sh[(kt + jj * KT) * RS + c];
+        [[unroll]] for (uint i = 0; i < SR; ++i) s[i * SK + jj] += dot(qv[i], kv);
+      }
+    }
+    [[unroll]] for (uint i = 0; i < SR; ++i)
+      [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
+        const uint key = kt + jj * KT;
+        const bool ok = tile0 + key <= s_limit[i] && tile0 + key < kv_hi;
+        p_sh[(rt + i * RT) * PS4 + key / 4][key % 4] = ok ? s[i * SK + jj] : NEG;
+      }
+    barrier();
+    [[unroll]] for (uint n = 0; n < NV; ++n) {
+      const uint i = tid + n * WG;
+      if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n]);
+    }
+    float mx = NEG;
+    for (uint key = sm_sub; key < BC; key += TPR) mx = max(mx, p_sh[sm_row * PS4 + key / 4][key % 4]);
+    red_max[tid] = mx;
+    barrier();
+    const float m_old = row_m[sm_row];
+    float m_new = m_old;
+    for (uint i = 0; i < TPR; ++i) m_new = max(m_new, red_max[sm_row * TPR + i]);
+    float sum = 0.0;
+    for (uint key = sm_sub; key < BC; key += TPR) {
+      const float sc = p_sh[sm_row * PS4 + key / 4][key % 4];
+      const float e = sc > 0.5 * NEG ? exp2(sc - m_new) : 0.0;
+      p_sh[sm_row * PS4 + key / 4][key % 4] = e;
+      sum += e;
+    }
+    red_sum[tid] = sum;
+    if (sm_sub == 0) {
+      row_alpha[sm_row] = exp2(m_old - m_new);
+      row_m_new[sm_row] = m_new;
+    }
+    barrier();
+    if (tid < BR) {
+      float l = 0.0;
+      for (uint i = 0; i < TPR; ++i) l += red_sum[tid * TPR + i];
+      row_l[tid] = row_l[tid] * row_alpha[tid] + l;
+      row_m[tid] = row_m_new[tid];
+    }
+    [[unroll]] for (uint i = 0; i < OR; ++i) {
+      const float a = row_alpha[rg + i * RG];
+      [[unroll]] for (uint c = 0; c < NC; ++c) acc[i * NC + c] *= a;
+    }
+    for (uint j4 = 0; j4 < BC / 4; ++j4) {
+      vec4 pr[OR];
+      [[unroll]] for (uint i = 0; i < OR; ++i) pr[i] = p_sh[(rg + i * RG) * PS4 + j4];
+      [[unroll]] for (uint jj = 0; jj < 4; ++jj)
+        [[unroll]] for (uint c = 0; c < NC; ++c) {
+          const uint col = cd + c * DT;
+          if (D4 % DT == 0 || col < D4) {
+            const vec4 vv = kv_sh[(j4 * 4 + jj) * RS + col];
+            [[unroll]] for (uint i = 0; i < OR; ++i) acc[i * NC + c] += pr[i][jj] * vv;
+          }
+        }
+    }
+  }
+  barrier();
+  [[unroll]] for (uint i = 0; i < OR; ++i) {
+    const uint r = rg + i * RG, row = r0 + r;
+    if (row >= p.n_rows) continue;
+    const uint t = row / G, h = g * G + row % G;
+    if (p.n_split == 1) {
+      const float inv = 1.0 / row_l[r];
+      [[unroll]] for (uint c = 0; c < NC; ++c) {
+        const uint col = cd + c * DT;
+        if (col < D4) o4[t * p.o_stride4 + h * D4 + col] = acc[i * NC + c] * inv;
+      }
+    } else {
+      const uint pr = (t * p.n_head + h) * p.n_split + split;
+      [[unroll]] for (uint c = 0; c < NC; ++c) {
+        const uint col = cd + c * DT;
+        if (col < D4)
+          for (uint e = 0; e < 4; ++e) part[pr * D + col * 4 + e] = acc[i * NC + c][e];
+      }
+      if (cd == 0) {
+        part[p.ml_off + 2 * pr] = row_m[r];
+        part[p.ml_off + 2 * pr + 1] = row_l[r];
+      }
+    }
+  }
+}
