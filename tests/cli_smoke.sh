@@ -31,7 +31,37 @@ cmp -s "$T/run_gpu.txt" "$T/run_ref.txt" || fail "gpu and reference texts differ
   >"$T/o.txt" 2>"$T/o.err" || { cat "$T/o.err"; fail "run olmoe expert-cache"; }
 grep -q "hit-rate" "$T/o.err" || fail "--expert-stats printed no table"
 "$VKMOE" plan -m "$T/olmoe.gguf" --vram-budget 300MiB | grep -q "blk.\*.ffn_up_exps.weight" || fail plan
-"$VKMOE" bench -m "$T/olmoe.gguf" -p 8 -n 4 --reps 1 | grep -q "tg4" || fail bench
+
+# bench: llama-bench table (one row per test, t/s as mean ± sd), JSON with the raw samples.
+"$VKMOE" bench -m "$T/olmoe.gguf" -p 8 -n 4 -r 1 >"$T/b.md" 2>"$T/b.err" || { cat "$T/b.err"; fail bench; }
+grep -qx '| model | size | params | backend | moe | n_ubatch | type_kv | ttft ms | test | t/s |' "$T/b.md" || { cat "$T/b.md"; fail "bench table header"; }
+grep -Eqx '\| olmoe [^|]+ \| [0-9.]+ MiB \| [0-9.]+ M \| gpu \| resident \| 512 \| f16 \| [0-9.]+ \| pp8 \| [0-9.]+ ± 0.00 \|' "$T/b.md" || { cat "$T/b.md"; fail "bench pp8 row"; }
+grep -Eqx '\| olmoe .* \| - \| tg4 \| [0-9.]+ ± 0.00 \|' "$T/b.md" || { cat "$T/b.md"; fail "bench tg4 row"; }
+[ "$(grep -c '^| olmoe' "$T/b.md")" -eq 2 ] || fail "bench printed other than 2 rows"
+"$VKMOE" bench --backend cpu -p 8,6 -n 2 -d 0,4 -ub 3 -r 2 --kv-type f32 -o json >"$T/b.json" 2>"$T/b.err" || { cat "$T/b.err"; fail "bench -o json"; }
+python3 - "$T/b.json" <<'PY' || fail "bench -o json content"
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert [r["test"] for r in rows] == ["pp8", "pp6", "tg2", "pp8 @ d4", "pp6 @ d4", "tg2 @ d4"], [r["test"] for r in rows]
+for r in rows:
+    assert r["n_ubatch"] == 3 and r["type_k"] == "f32" and r["backend"] == "cpu" and r["n_ctx"] == 12, r
+    assert len(r["samples_ns"]) == 2 and len(r["samples_ts"]) == 2 and r["avg_ts"] > 0 and r["avg_ns"] > 0, r
+    n = r["n_prompt"] + r["n_gen"]
+    assert all(abs(t - 1e9 * n / ns) < 1e-3 * t for t, ns in zip(r["samples_ts"], r["samples_ns"])), r
+    assert (r["ttft_ms"] is None) == (r["n_prompt"] == 0), r
+    assert r["n_depth"] == (4 if "@ d4" in r["test"] else 0) and "vram_bytes" in r and r["engine"], r
+PY
+"$VKMOE" bench -p 0 -n 0 -pg 4,2 -r 1 --moe-mode expert-cache --vram-budget 400MiB --expert-stats -o jsonl \
+  >"$T/b.jsonl" 2>"$T/b.err" || { cat "$T/b.err"; fail "bench -pg -o jsonl"; }
+python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 1 and rows[0]["test"] == "pp4+tg2" and rows[0]["moe_mode"] == "expert-cache", rows
+assert rows[0]["vram_bytes"] > 0 and rows[0]["ttft_ms"] > 0, rows' "$T/b.jsonl" || fail "bench -pg -o jsonl content"
+grep -q "hit-rate" "$T/b.err" || fail "bench --expert-stats printed no table"
+"$VKMOE" synth --set n_layer=1,n_ctx=8192,n_vocab=512 -o "$T/long.gguf" 2>/dev/null || fail "synth n_ctx=8192"
+"$VKMOE" bench -m "$T/long.gguf" --backend cpu -p 0 -n 1 -d 4100 -r 1 -o csv >"$T/b.csv" 2>"$T/b.err" || { cat "$T/b.err"; fail "bench beyond the default context"; }
+grep -q '"tg1 @ d4100"' "$T/b.csv" || fail "bench -o csv"
 
 # Errors: one line, exit 1.
 expect_error "No such file" "$VKMOE" run -m "$T/missing.gguf"
@@ -46,5 +76,16 @@ expect_error "needs .* but the budget is" "$VKMOE" run -m "$T/olmoe.gguf" --vram
 expect_error "unknown command" "$VKMOE" frobnicate
 expect_error "needs an integer" "$VKMOE" run -n many
 expect_error "unknown backend" "$VKMOE" run --backend tpu
+expect_error "-ub/--ubatch-size must be at least 1, got 0" "$VKMOE" bench -ub 0
+expect_error "--kv-type must be f16 or f32" "$VKMOE" run --kv-type q8_0
+expect_error "-o/--output must be md, json, jsonl or csv" "$VKMOE" bench -o xml
+expect_error "-p/--n-prompt must be at least 0, got -3" "$VKMOE" bench -p -3
+expect_error "-n/--n-gen needs comma-separated integers" "$VKMOE" bench -n 4,,2
+expect_error "-d/--n-depth needs comma-separated integers" "$VKMOE" bench -d 1k
+expect_error "-r/--repetitions must be at least 1" "$VKMOE" bench -r 0
+expect_error "-pg needs two values" "$VKMOE" bench -pg 8
+expect_error "nothing to bench" "$VKMOE" bench -p 0 -n 0
+expect_error "-c/--ctx 8 is smaller than the 12 tokens" "$VKMOE" bench -p 8 -n 4 -d 4 -c 8
+expect_error "needs 5000 tokens but the model's context is 4096" "$VKMOE" bench -p 5000 -n 0
 expect_error "no Vulkan driver" env VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json "$VKMOE" run
 echo "cli smoke: all passed"

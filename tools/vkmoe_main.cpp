@@ -16,6 +16,7 @@
 #include "engine/sample/sampler.h"
 #include "engine/model/tokenizer.h"
 #include "planner/planner.h"
+#include "tools/bench_cmd.h"
 #include "tools/bench_shaders.h"
 #include "tools/synth_model.h"
 
@@ -27,16 +28,18 @@ const char* kUsage =
     "usage: vkmoe <command> [options]\n"
     "commands:\n"
     "  run            generate text (no -m: the built-in synthetic MoE model)\n"
-    "  bench          prompt-processing and generation tokens/s\n"
+    "  bench          prompt-processing and generation tokens/s, llama-bench style (see below)\n"
     "  info           Vulkan devices and model summary\n"
     "  plan           where each tensor goes for a VRAM budget\n"
     "  synth          write a synthetic GGUF model\n"
     "  bench-shaders  shader microbenchmarks (GB/s, % of measured bandwidth)\n"
     "common options:\n"
     "  -m, --model FILE       GGUF model (default: built-in synthetic qwen3moe)\n"
-    "  -p, --prompt TEXT      prompt (run) / prompt tokens (bench, default 128)\n"
-    "  -n, --n-predict N      tokens to generate (default 32 run, 64 bench)\n"
-    "  -c, --ctx N            context size (default 4096, at most the model's)\n"
+    "  -p, --prompt TEXT      prompt (run)\n"
+    "  -n, --n-predict N      tokens to generate (default 32)\n"
+    "  -c, --ctx N            context size (default 4096 run, what the tests need bench; at most the model's)\n"
+    "  -ub, --ubatch-size N   tokens per batched forward pass of the prompt (default 512)\n"
+    "  --kv-type f16|f32      KV cache element type (default f16)\n"
     "  --backend gpu|cpu|ref  gpu (Vulkan, default), cpu (SIMD), ref (scalar reference)\n"
     "  --device N             Vulkan device index (see `vkmoe info`)\n"
     "  --vram-budget SIZE     VRAM to use, e.g. 12GiB (default: the device's free memory)\n"
@@ -50,7 +53,14 @@ const char* kUsage =
     "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling (default greedy)\n"
     "  --set k=v,...          synth/default-model shape (arch, n_layer, n_embd, n_expert, quant, ...)\n"
     "  --preset qwen3-30b-a3b synth preset\n"
-    "  -o FILE                synth output path\n";
+    "  -o FILE                synth output path\n"
+    "bench options (each test starts on an empty context; 1 warm-up run, then -r timed runs):\n"
+    "  -p, --n-prompt N,...   ppN tests: N prompt tokens in one batched eval (default 512; 0: none)\n"
+    "  -n, --n-gen N,...      tgN tests: N tokens generated one at a time (default 128; 0: none)\n"
+    "  -pg P,G                a ppP+tgG test: prompt then generation, t/s over both\n"
+    "  -d, --n-depth N,...    run every test after N untimed context tokens (default 0)\n"
+    "  -r, --repetitions N    timed runs per test (default 5)\n"
+    "  -o, --output FORMAT    md (default), json, jsonl or csv (with all samples)\n";
 
 struct Args {
   std::string cmd;
@@ -85,7 +95,8 @@ struct Args {
 
 Args parse_args(int argc, char** argv) {
   static const std::map<std::string, std::string> kShort = {
-      {"-m", "model"}, {"-p", "prompt"}, {"-n", "n-predict"}, {"-c", "ctx"}, {"-t", "threads"}, {"-o", "output"}};
+      {"-m", "model"}, {"-p", "prompt"}, {"-n", "n-predict"}, {"-c", "ctx"}, {"-t", "threads"}, {"-o", "output"},
+      {"-ub", "ubatch-size"}, {"-pg", "pg"}, {"-d", "n-depth"}, {"-r", "repetitions"}};
   static const char* kFlags[] = {"predict-prefetch", "expert-stats", "help", "verbose", "cpu-q8"};
   Args a;
   if (argc < 2) throw Error(std::string("no command given\n") + kUsage);
@@ -160,6 +171,11 @@ EngineOptions engine_options(const Args& a, const Model& m) {
   o.threads = static_cast<int>(a.num("threads", 0));
   o.cpu_q8 = a.flag("cpu-q8");
   o.pin_per_layer = static_cast<int>(a.num("pin-experts", 0));
+  const long ubatch = a.num("ubatch-size", o.n_ubatch);
+  if (ubatch < 1) throw Error("-ub/--ubatch-size must be at least 1, got " + std::to_string(ubatch));
+  o.n_ubatch = static_cast<int>(std::min<long>(ubatch, 1L << 20));
+  o.kv_type = a.get("kv-type", o.kv_type);
+  if (o.kv_type != "f16" && o.kv_type != "f32") throw Error("--kv-type must be f16 or f32, got '" + o.kv_type + "'");
   return o;
 }
 
@@ -224,45 +240,27 @@ int cmd_run(const Args& a) {
   return 0;
 }
 
+BenchParams bench_params(const Args& a) {
+  BenchParams p;
+  p.n_prompt = parse_int_list("-p/--n-prompt", a.get("n-prompt", a.get("prompt", "512")), 0);
+  p.n_gen = parse_int_list("-n/--n-gen", a.get("n-gen", a.get("n-predict", "128")), 0);
+  p.n_depth = parse_int_list("-d/--n-depth", a.get("n-depth", "0"), 0);
+  if (a.flag("pg")) p.pg.push_back(parse_pg(a.get("pg")));
+  const long reps = a.num("repetitions", p.repetitions);
+  if (reps < 1) throw Error("-r/--repetitions must be at least 1, got " + std::to_string(reps));
+  p.repetitions = static_cast<int>(std::min(reps, 1L << 20));
+  p.output = parse_bench_output(a.get("output", "md"));
+  p.model_path = a.get("model");
+  p.expert_stats = a.flag("expert-stats");
+  return p;
+}
+
 int cmd_bench(const Args& a) {
+  const BenchParams p = bench_params(a);
   auto model = load_model(a);
   EngineOptions o = engine_options(a, *model);
-  auto engine = make_engine(*model, o);
-  const long n_prompt = a.num("prompt", 128), n_gen = a.num("n-predict", 64);
-  const long reps = std::max(1L, a.num("reps", 3));
-  if (n_prompt + n_gen > engine->n_ctx()) throw Error("prompt + generation exceed --ctx");
-  print_model(*model);
-  std::printf("backend: %s\n", engine->describe().c_str());
-  const int n_vocab = model->config().n_vocab;
-  std::vector<double> pp, tg;
-  for (long r = 0; r < reps + 1; ++r) {  // first repetition warms up
-    engine->reset();
-    std::vector<int32_t> prompt(n_prompt);
-    for (long i = 0; i < n_prompt; ++i) prompt[i] = static_cast<int32_t>((i * 7919 + r) % n_vocab);
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = engine->eval(prompt);
-    double tp = seconds_since(t0);
-    auto t1 = std::chrono::steady_clock::now();
-    for (long i = 0; i < n_gen; ++i) {
-      int32_t id = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      logits = engine->eval({id});
-    }
-    double tt = seconds_since(t1);
-    if (r > 0) pp.push_back(n_prompt / tp), tg.push_back(n_gen / tt);
-  }
-  auto mean_sd = [](const std::vector<double>& v) {
-    double m = 0, s = 0;
-    for (double x : v) m += x;
-    m /= v.size();
-    for (double x : v) s += (x - m) * (x - m);
-    return std::make_pair(m, v.size() > 1 ? std::sqrt(s / (v.size() - 1)) : 0.0);
-  };
-  auto [pm, ps] = mean_sd(pp);
-  auto [tm, ts] = mean_sd(tg);
-  std::printf("| test   | tokens/s          |\n|--------|-------------------|\n");
-  std::printf("| pp%-4ld | %8.2f ± %6.2f |\n", n_prompt, pm, ps);
-  std::printf("| tg%-4ld | %8.2f ± %6.2f |\n", n_gen, tm, ts);
-  if (a.flag("expert-stats")) std::printf("%s", engine->stats_report().c_str());
+  o.n_ctx = bench_context_size(p, a.flag("ctx") ? a.num("ctx", 0) : 0, model->config().n_ctx_train);
+  run_bench(*model, o, p);
   return 0;
 }
 
@@ -277,7 +275,7 @@ int cmd_plan(const Args& a) {
   print_model(*model);
   uint64_t budget = a.flag("vram-budget") ? parse_size(a.get("vram-budget"))
                                           : device_free_vram(static_cast<int>(a.num("device", -1)));
-  PlanInput in = plan_input_for(*model, context_size(a, *model), budget, GgmlType::F32);
+  PlanInput in = plan_input_for(*model, context_size(a, *model), budget);
   in.forced = parse_plan_mode(a.get("moe-mode", "auto"));
   in.capacity_ratio = a.real("capacity-ratio", in.capacity_ratio);
   in.pinned_per_layer = static_cast<int>(a.num("pin-experts", 0));
