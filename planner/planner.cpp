@@ -187,9 +187,25 @@ Plan make_plan(const PlanInput& in) {
   for (const auto& t : ex.tensors) p.all_experts_bytes += t.bytes;
 
   const uint64_t layer_slot_bytes = uint64_t(n_moe_layers) * p.slot_bytes;
-  const int max_slots = int(std::min<uint64_t>(uint64_t(ex.n_expert), left / layer_slot_bytes));
   const bool fits_all = p.all_experts_bytes <= left;
   const int min_cache_slots = in.pinned_per_layer + ex.n_expert_used;
+  // Offload modes keep 2 x staging slots for prompt processing: as many as
+  // asked while the cache keeps its minimum, at least n_expert_used if any.
+  uint64_t left_for_cache = left;
+  if (!fits_all || in.forced == PlanMode::ExpertCache || in.forced == PlanMode::CpuMoe) {
+    const uint64_t keep = in.forced == PlanMode::CpuMoe ? uint64_t(in.pinned_per_layer) * layer_slot_bytes
+                                                         : uint64_t(min_cache_slots) * layer_slot_bytes;
+    // A quarter of what the cache could use beyond its minimum at most.
+    const uint64_t spare = left > keep ? (left - keep) / 4 : 0;
+    int s = std::min<int>(in.prefill_staging_experts, int(std::min<uint64_t>(spare / (2 * p.slot_bytes), 1u << 20)));
+    if (s < ex.n_expert_used) s = 0;
+    if (in.forced != PlanMode::Resident && s > 0) {
+      p.staging_slots = s;
+      p.staging_vram_bytes = 2ull * uint64_t(s) * p.slot_bytes;
+      left_for_cache = left - p.staging_vram_bytes;
+    }
+  }
+  const int max_slots = int(std::min<uint64_t>(uint64_t(ex.n_expert), left_for_cache / layer_slot_bytes));
   const double thrash_limit = in.capacity_ratio * ex.n_expert_used;
   const std::string forced = in.forced == PlanMode::Auto ? "" : "forced by --mode; ";
   const std::string need = "experts need " + gib(p.all_experts_bytes) + " but " + gib(left) +
@@ -327,6 +343,10 @@ std::string format_plan(const Plan& p) {
             format_bytes(p.slot_bytes) + ")",
         std::to_string(p.expert_slots_total), "gpu", p.expert_cache_bytes, true);
     row("upload staging", "", "host", p.staging_bytes, false);
+  }
+  if (p.staging_vram_bytes > 0) {
+    row("prefill expert staging (2 x " + std::to_string(p.staging_slots) + ")", std::to_string(2 * p.staging_slots),
+        "gpu", p.staging_vram_bytes, true);
   }
   out += "\n";
   row("total VRAM", "", "gpu", p.vram_bytes(), true);

@@ -79,6 +79,10 @@ struct PlanInput {
   double capacity_ratio = 2.0;  // ExpertCache needs slots/layer >= ratio * n_expert_used
   PlanMode forced = PlanMode::Auto;
   int pinned_per_layer = 0;     // experts per layer kept in VRAM permanently
+  // Prompt processing in offload modes: VRAM slots (per buffer half, double-
+  // buffered across layers) for experts uploaded once for a ubatch. The plan
+  // grants up to this many, fewer when the budget is tight.
+  int prefill_staging_experts = 0;
 };
 
 struct Placement {
@@ -108,12 +112,17 @@ struct Plan {
   // the VRAM budget): two batches of n_expert_used experts, double-buffered.
   uint64_t staging_bytes = 0;
   int n_expert_used = 0;
+  // VRAM staging for prompt processing in offload modes: 2 x staging_slots experts.
+  int staging_slots = 0;
+  uint64_t staging_vram_bytes = 0;
   int n_ctx = 0;
   GgmlType type_k = GgmlType::F16, type_v = GgmlType::F16;
   std::vector<Placement> tensors;   // trunk first, then expert tensors
   std::string reason;               // why this mode was chosen
 
-  uint64_t vram_bytes() const { return trunk_bytes + kv_bytes + scratch_bytes + expert_cache_bytes; }
+  uint64_t vram_bytes() const {
+    return trunk_bytes + kv_bytes + scratch_bytes + expert_cache_bytes + staging_vram_bytes;
+  }
 };
 
 // Throws Error when even trunk + KV + scratch exceed the budget, when a

@@ -34,7 +34,7 @@ std::vector<int32_t> greedy(Engine& e, std::vector<int32_t> prompt, int n) {
 
 // Budget giving `slots` expert slots per layer on top of the trunk, KV and scratch.
 uint64_t budget_for_slots(const Model& m, int n_ctx, int slots) {
-  PlanInput in = plan_input_for(m, n_ctx, ~0ull >> 2, GgmlType::F32);
+  PlanInput in = plan_input_for(m, n_ctx, ~0ull >> 2);
   Plan p = make_plan(in);
   return p.vram_bytes() - p.expert_cache_bytes + uint64_t(slots) * m.config().n_layer * p.slot_bytes;
 }
@@ -50,6 +50,7 @@ TEST_P(GpuForwardArch, LogitsMatchCpuReference) {
   auto m = synth(GetParam(), seed);
   EngineOptions o;
   o.n_ctx = 32;
+  o.kv_type = "f32";  // the reference keeps f32 keys and values
   auto gpu = make_engine(*m, o);
   CpuForward ref(*m, 32);
   std::mt19937 rng(seed);

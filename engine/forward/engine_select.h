@@ -15,6 +15,9 @@ struct EngineOptions {
   int n_ctx = 4096;
   int n_ubatch = 512;  // tokens per batched forward pass (prompt processing)
   std::string kv_type = "f16";  // KV cache element type: f16 | f32
+  // GEMM kernels of prompt processing: auto | tiled (f32 activations, closest
+  // to decode) | int8 (integer dot products) | coopmat (cooperative matrices).
+  std::string gemm = "auto";
   int device = -1;
   uint64_t vram_budget = 0;  // 0: the device's free memory
   PlanMode mode = PlanMode::Auto;

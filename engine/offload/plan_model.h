@@ -6,6 +6,10 @@
 namespace vkmoe {
 
 bool is_expert_tensor(const std::string& name);  // routed experts: "*_exps.weight"
-PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlType kv_type);
+// The planner's input for this model: trunk and expert tensors, a KV cache of
+// kv_type for n_ctx tokens, and the activations of n_ubatch-token passes
+// exactly as the GPU engine allocates them.
+PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlType kv_type = GgmlType::F16,
+                         int n_ubatch = 512);
 
 }  // namespace vkmoe

@@ -1,0 +1,83 @@
+#include "engine/forward/activations.h"
+
+#include <algorithm>
+
+#include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/vk_attention.h"
+
+namespace vkmoe {
+
+ActivationShape ActivationShape::of(const ModelConfig& c, uint32_t n_ubatch, uint32_t n_ctx) {
+  ActivationShape s;
+  s.n_ubatch = std::max(1u, n_ubatch);
+  s.n_ctx = n_ctx;
+  s.embd = c.n_embd;
+  s.q = c.q_dim();
+  s.kv = c.kv_dim();
+  s.head_dim = c.head_dim;
+  s.n_head = c.n_head;
+  s.ff = std::max({c.n_ff, c.n_ff_shexp, 1});
+  s.ff_exp = std::max(c.n_ff_exp, 1);
+  s.k = std::max(c.n_expert_used, 1);
+  s.n_expert = std::max(c.n_expert, 1);
+  s.vocab = c.n_vocab;
+  s.table = MoeTableLayout::make(s.n_ubatch, s.k, s.n_expert);
+  return s;
+}
+
+// Decode uses k rows (one per selected expert); a ubatch uses the table's slots.
+uint32_t ActivationShape::expert_rows() const { return std::max(k, n_ubatch > 1 ? table.max_slots() : 0u); }
+
+namespace {
+
+template <class F>
+void for_each_buffer(const ActivationShape& s, F&& f) {
+  const uint64_t T = s.n_ubatch, R = s.expert_rows();
+  f(T * s.embd, "hidden state");
+  f(T * s.embd, "normed state");
+  f(T * s.q, "queries");
+  f(T * s.kv, "keys");
+  f(T * s.kv, "values");
+  f(T * s.q, "attention output");
+  f(vk::attention_scratch_bytes(s.n_head, s.head_dim, s.n_ctx) / 4, "attention split-K scratch");
+  f(T * s.ff, "ffn gate");
+  f(T * s.ff, "ffn up");
+  f(T * s.embd, "shared expert output");
+  f(T, "shared expert gate");
+  f(std::max<uint64_t>(2, T) * s.n_expert, "router logits");
+  f(T * s.k, "expert ids");
+  f(T * s.k, "expert weights");
+  f(s.table.words, "expert grouping table");
+  f(R * s.ff_exp, "expert gate");
+  f(R * s.ff_exp, "expert up");
+  f(R * s.embd, "expert out");
+  f(s.vocab, "logits");
+  const uint32_t widest = std::max({s.embd, s.q, s.ff, s.ff_exp});
+  f(vk::gemm_int8_scratch_bytes(widest, std::max<uint32_t>(uint32_t(T), R)) / 4, "GEMM activation scratch");
+}
+
+uint64_t padded(uint64_t floats) { return (std::max<uint64_t>(floats, 4) * 4 + 255) / 256 * 256; }
+
+}  // namespace
+
+uint64_t activation_bytes(const ActivationShape& s) {
+  uint64_t total = 0;
+  for_each_buffer(s, [&](uint64_t floats, const char*) { total += padded(floats); });
+  return total;
+}
+
+Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) {
+  vk::Buffer* order[] = {&x, &xn, &q, &k, &v, &att, &attn_scratch, &g, &u, &so, &gate1, &rlog,
+                         &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch};
+  size_t i = 0;
+  for_each_buffer(s, [&](uint64_t floats, const char* what) {
+    *order[i++] = ctx.create_buffer(padded(floats), vk::MemoryKind::Device, what);
+  });
+  // Rows no pass has written yet (skipped experts, padding slots) must stay finite.
+  vk::Recorder r(ctx);
+  r.begin();
+  for (const vk::Buffer* b : {&eg, &eu, &eo}) r.fill(*b, 0, b->size(), 0);
+  r.submit().wait();
+}
+
+}  // namespace vkmoe

@@ -1,0 +1,41 @@
+#pragma once
+// Device buffers a forward pass works in, sized for up to n_ubatch tokens.
+// activation_bytes() is what the planner reserves; Activations allocates it.
+#include <cstdint>
+
+#include "engine/model/model.h"
+#include "engine/vulkan/moe_table.h"
+#include "engine/vulkan/vk_runtime.h"
+
+namespace vkmoe {
+
+struct ActivationShape {
+  uint32_t n_ubatch = 1, n_ctx = 0;
+  uint32_t embd = 0, q = 0, kv = 0, head_dim = 0, n_head = 0;
+  uint32_t ff = 0;        // dense FFN width (and the shared expert's)
+  uint32_t ff_exp = 0, k = 0, n_expert = 0;
+  uint32_t vocab = 0;
+  MoeTableLayout table;   // grouping of n_ubatch tokens (MoE models)
+  uint32_t expert_rows() const;  // rows of the routed-expert scratch
+  static ActivationShape of(const ModelConfig& c, uint32_t n_ubatch, uint32_t n_ctx);
+};
+
+uint64_t activation_bytes(const ActivationShape& s);
+
+struct Activations {
+  ActivationShape shape;
+  vk::Buffer x, xn;        // [t][embd] residual stream and its normed copy
+  vk::Buffer q, k, v, att;  // [t][q|kv|kv|q]
+  vk::Buffer attn_scratch;  // split-K partials of decode attention
+  vk::Buffer g, u, so;      // dense / shared-expert FFN: [t][ff], [t][ff], [t][embd]
+  vk::Buffer gate1;         // shared-expert gate logit per token
+  vk::Buffer rlog;          // [t][n_expert] router logits (2 rows for decode prediction)
+  vk::Buffer ids, wts;      // [t][k] routing
+  vk::Buffer table;         // MoeTable words
+  vk::Buffer eg, eu, eo;    // routed experts: [row][ff_exp], [row][ff_exp], [row][embd]
+  vk::Buffer logits;        // [vocab] of the last token
+  vk::Buffer gemm_scratch;  // int8 GEMM path: quantized activations of one product
+  Activations(vk::Context& ctx, const ActivationShape& s);
+};
+
+}  // namespace vkmoe

@@ -1,0 +1,311 @@
+#include "engine/forward/gpu_engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+#include "cpu/thread_pool.h"
+#include "engine/forward/gpu_forward.h"
+#include "engine/offload/plan_model.h"
+
+namespace vkmoe {
+
+using vk::MemoryKind;
+
+namespace {
+
+vk::KvType parse_kv_type(const std::string& s) {
+  if (s == "f16") return vk::KvType::F16;
+  if (s == "f32") return vk::KvType::F32;
+  throw Error("unknown KV cache type '" + s + "' (f16, f32)");
+}
+
+vk::GemmConfig parse_gemm(const std::string& s) {
+  for (vk::GemmPath p : {vk::GemmPath::Auto, vk::GemmPath::Tiled, vk::GemmPath::Int8Dot, vk::GemmPath::CoopMat})
+    if (s == vk::gemm_path_name(p)) return {p};
+  throw Error("unknown GEMM path '" + s + "' (auto, tiled, int8, coopmat)");
+}
+
+GgmlType kv_ggml_type(vk::KvType t) { return t == vk::KvType::F16 ? GgmlType::F16 : GgmlType::F32; }
+
+}  // namespace
+
+GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
+    : m_(m),
+      c_(m.config()),
+      opt_(o),
+      n_ctx_(o.n_ctx),
+      n_ubatch_(uint32_t(std::clamp(o.n_ubatch, 1, std::max(o.n_ctx, 1)))),
+      kv_type_(parse_kv_type(o.kv_type)),
+      stats_(m.config().n_layer) {
+  if (o.n_ubatch < 1) throw Error("the ubatch size must be at least 1");
+  if (c_.head_dim > 256) throw Error("head dimension above 256 is not supported by the GPU attention kernel");
+  if (c_.n_expert > 1024 || c_.n_expert_used > 64) throw Error("more than 1024 experts or top-64 routing is not supported");
+  ctx_ = vk::Context::create(o.device);
+  const uint64_t budget = o.vram_budget ? o.vram_budget : ctx_->memory_budget().free();
+  PlanInput in = plan_input_for(m, n_ctx_, budget, kv_ggml_type(kv_type_), int(n_ubatch_));
+  in.forced = o.mode;
+  in.pinned_per_layer = o.pin_per_layer;
+  plan_ = make_plan(in);
+  // A stacked expert tensor is bound whole in resident mode; devices with a
+  // small storage-buffer range (lavapipe: 128 MiB) use the slot cache instead.
+  const uint64_t range = ctx_->info().max_storage_buffer_range;
+  if (plan_.mode == PlanMode::Resident && c_.is_moe()) {
+    for (const auto& t : in.experts.tensors) {
+      if (t.bytes <= range) continue;
+      if (o.mode == PlanMode::Resident)
+        throw Error("expert tensor '" + t.name + "' (" + format_bytes(t.bytes) +
+                    ") exceeds this device's storage buffer range (" + format_bytes(range) +
+                    "); use --moe-mode expert-cache");
+      in.forced = PlanMode::ExpertCache;
+      plan_ = make_plan(in);
+      break;
+    }
+  }
+  offload_ = c_.is_moe() && plan_.mode != PlanMode::Resident;
+  if (offload_) {  // each slot pool is bound whole: keep it within one binding's range
+    uint64_t biggest = 1;
+    for (const auto& l : m.layers())
+      biggest = std::max({biggest, l.gate_exps.expert_bytes(), l.up_exps.expert_bytes(), l.down_exps.expert_bytes()});
+    plan_.expert_slots_per_layer = int(std::min<uint64_t>(plan_.expert_slots_per_layer, range / biggest));
+    staging_slots_ = int(std::min<uint64_t>(plan_.staging_slots, range / biggest));
+  }
+  for (int i = 0; i < 8; ++i) recorders_.push_back(std::make_unique<vk::Recorder>(*ctx_));
+
+  const uint64_t kv_bytes = uint64_t(n_ctx_) * c_.kv_dim() * vk::kv_type_bytes(kv_type_);
+  w_ = upload_model(*ctx_, m, !offload_, kv_bytes);
+  const ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
+  act_ = std::make_unique<Activations>(*ctx_, shape);
+  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, parse_gemm(o.gemm));
+  prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
+                                         [this](vk::Recorder& r, const char* label) { mark(r, label); });
+
+  const uint64_t E = c_.n_embd, N = std::max(1, c_.n_expert), K = std::max(1, c_.n_expert_used);
+  in_x_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "embeddings");
+  rb_logits_ = 0;
+  rb_rlog_ = uint64_t(c_.n_vocab) * 4;
+  rb_xn_ = rb_rlog_ + n_ubatch_ * N * 4;
+  rb_plog_ = rb_xn_ + n_ubatch_ * E * 4;
+  readback_ = ctx_->create_buffer(rb_plog_ + N * 4, MemoryKind::Readback, "readback");
+  if (std::getenv("VKMOE_PROFILE") && ctx_->info().timestamps)
+    prof_ = std::make_unique<vk::TimestampPool>(*ctx_, 64 * c_.n_layer + 16);
+
+  if (offload_) {
+    pool_ = std::make_unique<ThreadPool>(o.threads);
+    prev_route_.assign(c_.n_layer, {});
+    predicted_.assign(c_.n_layer, {});
+    cache_ = std::make_unique<ExpertCache>(*ctx_, m, plan_.expert_slots_per_layer,
+                                           plan_.mode == PlanMode::ExpertCache, stats_);
+    host_ids_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot ids");
+    const MoeTableLayout table = MoeTableLayout::make(n_ubatch_, uint32_t(K), uint32_t(N));
+    for (int h = 0; h < 2; ++h) {
+      host_wts_[h] = ctx_->create_buffer(n_ubatch_ * K * 4, MemoryKind::Upload, "expert weights (host)");
+      for (int t = 0; t < 2; ++t)
+        host_table_[h][t] = ctx_->create_buffer(table.bytes(), MemoryKind::Upload, "expert table (host)");
+    }
+    cpu_out_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "CPU expert output");
+    if (staging_slots_ > 0 && n_ubatch_ > 1) {
+      host_experts_ = std::make_unique<HostExperts>(*ctx_, m);
+      uint64_t gb = 0, ub = 0, db = 0;
+      for (const auto& l : m.layers())
+        gb = std::max(gb, l.gate_exps.expert_bytes()), ub = std::max(ub, l.up_exps.expert_bytes()),
+        db = std::max(db, l.down_exps.expert_bytes());
+      for (int h = 0; h < 2; ++h) {
+        staging_[h].gate = ctx_->create_buffer(gb * staging_slots_, MemoryKind::Device, "gate expert staging");
+        staging_[h].up = ctx_->create_buffer(ub * staging_slots_, MemoryKind::Device, "up expert staging");
+        staging_[h].down = ctx_->create_buffer(db * staging_slots_, MemoryKind::Device, "down expert staging");
+      }
+      split_costs_.upload_bytes_per_s = measure_upload_rate(*ctx_);
+      calibrate_cpu_experts();
+    }
+  }
+}
+
+GpuEngine::~GpuEngine() {
+  cache_.reset();
+  if (ctx_) ctx_->wait_idle();
+}
+
+void GpuEngine::reset() {
+  pos_ = 0;
+  drop_prepared();
+  for (auto& p : prev_route_) p.clear();
+}
+
+uint64_t GpuEngine::vram_bytes() const { return ctx_->allocated_bytes(MemoryKind::Device); }
+
+vk::Recorder& GpuEngine::next_recorder() {
+  vk::Recorder& r = *recorders_[rec_cur_];
+  rec_cur_ = (rec_cur_ + 1) % recorders_.size();
+  r.begin();
+  return r;
+}
+
+void GpuEngine::drop_prepared() {
+  if (prepared_) prepared_->discard();
+  prepared_ = nullptr;
+}
+
+void GpuEngine::embed(const int32_t* tokens, uint32_t n) {
+  for (uint32_t t = 0; t < n; ++t) {
+    if (tokens[t] < 0 || tokens[t] >= c_.n_vocab)
+      throw Error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary");
+    dequantize_row(m_.tok_embd.type(), m_.tok_embd.row(tokens[t]), in_x_.as<float>() + size_t(t) * c_.n_embd,
+                   c_.n_embd);
+  }
+}
+
+std::vector<float> GpuEngine::read_logits() const {
+  const float* lg = reinterpret_cast<const float*>(readback_.data() + rb_logits_);
+  return std::vector<float>(lg, lg + c_.n_vocab);
+}
+
+std::vector<float> GpuEngine::eval(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) throw Error("eval: no tokens");
+  if (pos_ + tokens.size() > size_t(n_ctx_))
+    throw Error(std::to_string(tokens.size()) + " tokens do not fit the context (" + std::to_string(pos_) + " of " +
+                std::to_string(n_ctx_) + " used); raise --ctx");
+  for (size_t t0 = 0; t0 < tokens.size(); t0 += n_ubatch_) {
+    const uint32_t n = uint32_t(std::min<size_t>(n_ubatch_, tokens.size() - t0));
+    if (n == 1)
+      offload_ ? decode_offload(tokens[t0]) : decode_resident(tokens[t0]);
+    else
+      offload_ ? prefill_offload(tokens.data() + t0, n) : prefill_resident(tokens.data() + t0, n);
+  }
+  if (offload_ && opt_.pin_per_layer > 0 && !cache_->pinned()) cache_->pin_hot(opt_.pin_per_layer);
+  return read_logits();
+}
+
+// ---- resident schedule: one command buffer per ubatch (or decoded token) ----
+
+void GpuEngine::record_resident(vk::Recorder& r, uint32_t pos0, uint32_t n) {
+  const Activations& a = *act_;
+  r.copy(in_x_, 0, a.x, 0, uint64_t(n) * c_.n_embd * 4);
+  r.barrier();
+  mark(r, "start");
+  bool normed = false;
+  for (int il = 0; il < c_.n_layer; ++il) {
+    prog_->attention(r, il, pos0, n, normed);
+    normed = false;
+    if (c_.is_moe()) {
+      const bool last = il + 1 == c_.n_layer;
+      const GpuTensor* next_norm = n > 1 ? nullptr : last ? &w_.output_norm : &w_.layers[il + 1].attn_norm;
+      normed = prog_->moe_resident(r, il, n, next_norm);
+    } else {
+      prog_->dense_ffn(r, il, n);
+    }
+  }
+  prog_->output(r, n - 1, normed);
+  r.copy(a.logits, 0, readback_, rb_logits_, uint64_t(c_.n_vocab) * 4);
+}
+
+void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n) {
+  drop_prepared();
+  embed(tokens, n);
+  vk::Recorder& r = next_recorder();
+  record_resident(r, uint32_t(pos_), n);
+  r.submit().wait();
+  pos_ += int(n);
+}
+
+void GpuEngine::decode_resident(int32_t token) {
+  embed(&token, 1);
+  const bool profile = prof_ != nullptr;
+  vk::Recorder* r = nullptr;
+  if (prepared_ && prepared_pos_ == pos_) {
+    r = prepared_;  // recorded while the GPU ran the previous token
+    prepared_ = nullptr;
+  } else {
+    drop_prepared();
+    r = &next_recorder();
+    if (profile) {
+      r->reset_timestamps(*prof_, 0, prof_->count());
+      prof_labels_.clear();
+    }
+    profiling_ = profile;
+    record_resident(*r, uint32_t(pos_), 1);
+    profiling_ = false;
+  }
+  vk::SyncPoint done = r->submit();
+  ++pos_;
+  // Decoding goes one token at a time: record the next one (whose position
+  // is known) while the GPU works; only its embedding is written later.
+  if (!profile && pos_ < n_ctx_) {
+    prepared_ = &next_recorder();
+    record_resident(*prepared_, uint32_t(pos_), 1);
+    prepared_pos_ = pos_;
+  }
+  done.wait();
+  if (profile) collect_profile();
+}
+
+// ---- profiling (VKMOE_PROFILE=1: GPU time per step of each decoded token) ----
+
+void GpuEngine::mark(vk::Recorder& r, const char* label) {
+  if (!profiling_ || prof_labels_.size() >= prof_->count()) return;
+  r.timestamp(*prof_, static_cast<uint32_t>(prof_labels_.size()));
+  prof_labels_.push_back(label);
+}
+
+void GpuEngine::collect_profile() {
+  if (prof_labels_.empty()) return;
+  std::vector<double> ns = prof_->read_ns(0, static_cast<uint32_t>(prof_labels_.size()));
+  for (size_t i = 1; i < ns.size(); ++i) {
+    auto it = std::find_if(prof_ns_.begin(), prof_ns_.end(), [&](auto& p) { return p.first == prof_labels_[i]; });
+    if (it == prof_ns_.end()) it = prof_ns_.insert(prof_ns_.end(), {prof_labels_[i], 0.0});
+    it->second += ns[i] - ns[i - 1];
+  }
+  ++prof_tokens_;
+}
+
+std::string GpuEngine::describe() const {
+  std::ostringstream o;
+  const auto& d = ctx_->info();
+  o << "vulkan: " << d.name << " (" << d.vendor << ", " << d.driver_name << "), transfer queue "
+    << (ctx_->has_separate_transfer_queue() ? "separate" : "shared with compute") << ", experts "
+    << plan_mode_name(c_.is_moe() ? plan_.mode : PlanMode::Resident);
+  if (offload_)
+    o << " (" << plan_.expert_slots_per_layer << " slots/layer of " << c_.n_expert
+      << (opt_.predict_prefetch ? ", predictive prefetch" : "")
+      << (opt_.pin_per_layer ? ", " + std::to_string(opt_.pin_per_layer) + " pinned" : "") << ", "
+      << staging_slots_ << " prefill staging slots)";
+  o << ", KV " << vk::kv_type_name(kv_type_) << ", ubatch " << n_ubatch_ << ", VRAM "
+    << format_bytes(ctx_->allocated_bytes(MemoryKind::Device));
+  return o.str();
+}
+
+std::string GpuEngine::stats_report() const {
+  std::ostringstream o;
+  if (prof_tokens_ > 0) {
+    double total = 0;
+    for (auto& [k, v] : prof_ns_) total += v;
+    o << "GPU time per decoded token (" << prof_tokens_ << " tokens): " << total / prof_tokens_ / 1e3 << " us\n";
+    for (auto& [k, v] : prof_ns_) {
+      char line[128];
+      std::snprintf(line, sizeof line, "  %-22s %9.1f us %5.1f%%\n", k.c_str(), v / prof_tokens_ / 1e3, 100 * v / total);
+      o << line;
+    }
+  }
+  if (!offload_) return o.str() + "expert statistics: all experts resident in VRAM (no cache, no transfers)\n";
+  const PrefillStats& p = prefill_stats_;
+  if (p.layer_passes > 0) {
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "prompt processing: %llu ubatches; per ubatch and layer on average %.1f experts from VRAM slots, "
+                  "%.1f uploaded once (%.1f MiB), %.1f on the CPU (%.2f ms); upload rate %.1f GB/s\n",
+                  (unsigned long long)p.ubatches, double(p.cached) / p.layer_passes,
+                  double(p.uploaded) / p.layer_passes, p.bytes_uploaded / double(p.layer_passes) / (1 << 20),
+                  double(p.on_cpu) / p.layer_passes, 1e3 * p.cpu_seconds / p.layer_passes,
+                  split_costs_.upload_bytes_per_s / 1e9);
+    o << line;
+  }
+  return o.str() + stats_.report();
+}
+
+std::unique_ptr<Engine> make_gpu_engine(const Model& m, const EngineOptions& o) {
+  return std::make_unique<GpuEngine>(m, o);
+}
+
+}  // namespace vkmoe

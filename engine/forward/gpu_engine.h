@@ -1,0 +1,116 @@
+#pragma once
+// The Vulkan engine: owns the device, the weights in VRAM, the activations
+// and the expert cache, and runs the layer program under one of two
+// schedules: resident (everything in one command buffer per ubatch or
+// token) and offload (per layer, the host routes between the GPU's attention
+// and its experts; misses run on the CPU or are streamed into VRAM).
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cpu/expert_ffn.h"
+#include "engine/forward/activations.h"
+#include "engine/forward/engine_select.h"
+#include "engine/forward/gpu_ops.h"
+#include "engine/forward/gpu_weights.h"
+#include "engine/forward/layer_program.h"
+#include "engine/offload/expert_cache.h"
+#include "engine/offload/host_experts.h"
+#include "engine/offload/prefill_split.h"
+#include "engine/offload/route_stats.h"
+#include "engine/vulkan/vk_runtime.h"
+#include "planner/planner.h"
+
+namespace vkmoe {
+
+class ThreadPool;
+
+class GpuEngine final : public Engine {
+ public:
+  GpuEngine(const Model& m, const EngineOptions& o);
+  ~GpuEngine() override;
+  std::vector<float> eval(const std::vector<int32_t>& tokens) override;
+  void reset() override;
+  int n_ctx() const override { return n_ctx_; }
+  std::string describe() const override;
+  std::string stats_report() const override;
+  uint64_t vram_bytes() const override;
+
+ private:
+  // Schedules (gpu_engine.cpp: resident; gpu_offload.cpp: offload).
+  void decode_resident(int32_t token);
+  void prefill_resident(const int32_t* tokens, uint32_t n);
+  void record_resident(vk::Recorder& r, uint32_t pos0, uint32_t n);
+  void decode_offload(int32_t token);
+  void prefill_offload(const int32_t* tokens, uint32_t n);
+  void record_offload_a(vk::Recorder& r, int il);
+  void record_offload_b(vk::Recorder& r, int il);
+  void record_offload_end(vk::Recorder& r, uint32_t n);
+  void route_offload(int il, std::vector<vk::SyncPoint>& waits, std::vector<ExpertView>& cold,
+                     std::vector<float>& cold_w, std::vector<int>& cold_ids);
+  void cache_maintenance(int il, bool predict);
+  bool predicts(int il) const { return opt_.predict_prefetch && il + 1 < c_.n_layer; }
+  ExpertView expert_view(int il, int e) const;
+  void calibrate_cpu_experts();
+
+  void embed(const int32_t* tokens, uint32_t n);
+  vk::Recorder& next_recorder();
+  void drop_prepared();
+  void mark(vk::Recorder& r, const char* label);
+  void collect_profile();
+  std::vector<float> read_logits() const;
+
+  const Model& m_;
+  const ModelConfig& c_;
+  EngineOptions opt_;
+  int n_ctx_;
+  uint32_t n_ubatch_;
+  vk::KvType kv_type_;
+  int pos_ = 0;
+  std::unique_ptr<vk::Context> ctx_;
+  Plan plan_;
+  GpuModel w_;
+  std::unique_ptr<Activations> act_;
+  std::unique_ptr<GpuOps> ops_;
+  std::unique_ptr<LayerProgram> prog_;
+  // Host-visible buffers: token embeddings in, logits / routing out, and the
+  // offload schedule's host-written inputs.
+  vk::Buffer in_x_, readback_;
+  uint64_t rb_logits_ = 0, rb_rlog_ = 0, rb_xn_ = 0, rb_plog_ = 0;
+  std::vector<std::unique_ptr<vk::Recorder>> recorders_;
+  size_t rec_cur_ = 0;
+  vk::Recorder* prepared_ = nullptr;  // the next decode token's commands, recorded ahead
+  int prepared_pos_ = -1;
+
+  // Offload state.
+  bool offload_ = false;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ExpertCache> cache_;
+  vk::Buffer host_ids_, host_wts_[2], host_table_[2][2], cpu_out_;  // [parity][cache|staging]
+  std::vector<std::vector<int>> prev_route_, predicted_;
+  std::vector<std::pair<int, int>> pending_admit_;
+  // Prompt processing in offload modes: staging slots (two halves used by
+  // alternate layers) filled from pinned host copies of the experts.
+  std::unique_ptr<HostExperts> host_experts_;
+  struct Staging {
+    vk::Buffer gate, up, down;
+  } staging_[2];
+  int staging_slots_ = 0;
+  SplitCosts split_costs_;
+  struct PrefillStats {
+    uint64_t ubatches = 0, layer_passes = 0, cached = 0, uploaded = 0, on_cpu = 0, bytes_uploaded = 0;
+    double cpu_seconds = 0;
+  } prefill_stats_;
+  RouteStats stats_;
+
+  // GPU time per step of the resident decode (env VKMOE_PROFILE=1).
+  std::unique_ptr<vk::TimestampPool> prof_;
+  std::vector<const char*> prof_labels_;
+  std::vector<std::pair<std::string, double>> prof_ns_;
+  uint64_t prof_tokens_ = 0;
+  bool profiling_ = false;  // the command buffer being recorded takes timestamps
+};
+
+}  // namespace vkmoe

@@ -1,0 +1,100 @@
+#include "engine/forward/gpu_ops.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "engine/vulkan/vk_matvec.h"
+
+namespace vkmoe {
+namespace {
+
+struct RmsNormPush {
+  uint32_t n, x_off, w_off, y_off, row_stride, has_w;
+  float eps;
+};
+struct AddRowsPush {
+  uint32_t n, rows, x_off, x_stride, a_off, y_off, y_stride, mode;
+};
+struct SwigluPush {
+  uint32_t n, g_off, u_off;
+};
+
+uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+}  // namespace
+
+void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc) const {
+  // Matrices larger than one binding may cover (a big output head on a device
+  // with a small storage-buffer range) go in row chunks whose offsets respect
+  // the binding alignment.
+  const uint64_t rb = row_bytes(w.type, w.ncols);
+  const uint64_t align = std::max<uint64_t>(ctx_.info().min_storage_offset_alignment, 16);
+  const uint64_t row_step = align / std::gcd(rb, align);
+  uint64_t chunk = std::min<uint64_t>(w.nrows, ctx_.info().max_storage_buffer_range / rb);
+  if (chunk < w.nrows) chunk = chunk / row_step * row_step;
+  if (chunk == 0) throw Error("a row of tensor " + w.buf.name() + " exceeds the device's storage buffer range");
+  for (uint64_t r0 = 0; r0 < w.nrows; r0 += chunk) {
+    const uint64_t rows = std::min<uint64_t>(chunk, w.nrows - r0);
+    const vk::BufferRange wr(w.buf, r0 * rb, rows * rb);
+    if (n == 1) {
+      vk::MatvecArgs a;
+      a.type = w.type;
+      a.ncols = w.ncols;
+      a.nrows = static_cast<uint32_t>(rows);
+      a.w = wr;
+      a.x = *x.buf;
+      a.x_offset = x.offset;
+      a.y = *y.buf;
+      a.y_offset = y.offset + static_cast<uint32_t>(r0);
+      a.accumulate = acc;
+      vk::record_matvec(r, a);
+    } else {
+      vk::GemmArgs a;
+      a.type = w.type;
+      a.ncols = w.ncols;
+      a.nrows = static_cast<uint32_t>(rows);
+      a.n_tokens = n;
+      a.w = wr;
+      a.x = *x.buf;
+      a.x_offset = x.offset;
+      a.x_stride = x.stride;
+      a.y = *y.buf;
+      a.y_offset = y.offset + static_cast<uint32_t>(r0);
+      a.y_stride = y.stride;
+      a.accumulate = acc;
+      a.scratch = scratch_;
+      vk::record_gemm(r, a, gemm_for(w.type));
+    }
+  }
+}
+
+vk::GemmConfig GpuOps::gemm_for(GgmlType t) const {
+  if (gemm_.path == vk::GemmPath::Auto || vk::gemm_path_available(ctx_, gemm_.path, t)) return gemm_;
+  return {vk::GemmPath::Tiled};
+}
+
+void GpuOps::rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n,
+                      float eps) const {
+  if (x.stride != y.stride && n > 1) throw Error("rms_norm: input and output rows differ in stride");
+  const auto& p = ctx_.pipeline("rms_norm", 3, sizeof(RmsNormPush));
+  RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps};
+  r.dispatch(p, {*x.buf, w ? vk::BufferRange(w->buf) : vk::BufferRange(*x.buf), *y.buf}, pc, n);
+}
+
+void GpuOps::add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s, const vk::Buffer* a,
+                      uint32_t a_off) const {
+  const auto& p = ctx_.pipeline("add_rows", 3, sizeof(AddRowsPush));
+  AddRowsPush pc{width, n, x.offset, x.stride, a_off, y.offset, y.stride, static_cast<uint32_t>(s)};
+  r.dispatch(p, {*x.buf, a ? vk::BufferRange(*a) : vk::BufferRange(*x.buf), *y.buf}, pc, div_up(width, 256), n);
+}
+
+void GpuOps::swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count) const {
+  const auto& p = ctx_.pipeline("swiglu", 2, sizeof(SwigluPush));
+  const uint64_t per_dispatch = 65535ull * 256;
+  for (uint64_t off = 0; off < count; off += per_dispatch) {
+    const uint64_t n = std::min(per_dispatch, count - off);
+    r.dispatch(p, {g, u}, SwigluPush{uint32_t(n), uint32_t(off), uint32_t(off)}, div_up(n, 256));
+  }
+}
+
+}  // namespace vkmoe

@@ -1,0 +1,49 @@
+#pragma once
+// Typed recorders for the trunk kernels the layer programs use. Every op takes
+// a token count: activations are [tokens][width] rows. Products pick the
+// matrix-vector kernels for one token and the GEMM kernels for more.
+#include <cstdint>
+
+#include "engine/forward/gpu_weights.h"
+#include "engine/vulkan/vk_gemm.h"
+#include "engine/vulkan/vk_runtime.h"
+
+namespace vkmoe {
+
+// A row-major activation matrix: row t starts at offset + t * stride floats.
+struct Rows {
+  const vk::Buffer* buf = nullptr;
+  uint32_t offset = 0, stride = 0;
+  Rows() = default;
+  Rows(const vk::Buffer& b, uint32_t stride_, uint32_t offset_ = 0) : buf(&b), offset(offset_), stride(stride_) {}
+  Rows row(uint32_t t) const { return Rows(*buf, stride, offset + t * stride); }
+};
+
+class GpuOps {
+ public:
+  // gemm_scratch: the int8 GEMM path's activation scratch (Activations::gemm_scratch).
+  GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, vk::GemmConfig gemm = {})
+      : ctx_(ctx), scratch_(gemm_scratch), gemm_(gemm) {}
+  // The configured path for type t; a path the type lacks falls back to tiled.
+  vk::GemmConfig gemm_for(GgmlType t) const;
+  const vk::Buffer& gemm_scratch() const { return scratch_; }
+  vk::Context& ctx() const { return ctx_; }
+
+  // y[t] (+)= W x[t] for t < n.
+  void linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc = false) const;
+  // y[t] = x[t] / rms(x[t]) * w   (w may be null: no scale); in place allowed.
+  void rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps) const;
+  enum class Scale : uint32_t { One = 0, ByRow = 1, SigmoidOfRow = 2 };
+  // y[t] += alpha(t) * x[t] (x.stride 0 broadcasts one row); alpha from a[t].
+  void add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s = Scale::One,
+                const vk::Buffer* a = nullptr, uint32_t a_off = 0) const;
+  // g[i] = silu(g[i]) * u[i] for count contiguous values.
+  void swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count) const;
+
+ private:
+  vk::Context& ctx_;
+  const vk::Buffer& scratch_;
+  vk::GemmConfig gemm_;
+};
+
+}  // namespace vkmoe

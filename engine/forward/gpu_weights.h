@@ -1,0 +1,38 @@
+#pragma once
+// The model's trunk (and, in resident mode, its routed experts) in VRAM.
+#include <cstdint>
+#include <vector>
+
+#include "cpu/quant.h"
+#include "engine/model/model.h"
+#include "engine/vulkan/vk_runtime.h"
+
+namespace vkmoe {
+
+// A weight matrix (or vector: nrows 1) in VRAM. Vectors (norms, biases) are
+// always stored as f32, whatever their type in the file.
+struct GpuTensor {
+  vk::Buffer buf;
+  GgmlType type = GgmlType::F32;
+  uint32_t ncols = 0, nrows = 0;
+  explicit operator bool() const { return static_cast<bool>(buf); }
+};
+
+struct GpuLayer {
+  GpuTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm;
+  GpuTensor ffn_gate, ffn_up, ffn_down, router, shexp_gate, gate_shexp, up_shexp, down_shexp;
+  GpuTensor gate_exps, up_exps, down_exps;  // resident experts (empty in offload modes)
+  vk::Buffer k_cache, v_cache;
+};
+
+struct GpuModel {
+  std::vector<GpuLayer> layers;
+  GpuTensor output_norm, output;
+};
+
+// Uploads every trunk tensor (and the experts when experts_resident) and
+// allocates a KV cache of kv_bytes_per_layer for each of K and V per layer.
+// Prints progress to stderr when the upload is large.
+GpuModel upload_model(vk::Context& ctx, const Model& m, bool experts_resident, uint64_t kv_bytes_per_layer);
+
+}  // namespace vkmoe

@@ -1,0 +1,278 @@
+#include "engine/forward/layer_program.h"
+
+#include <cmath>
+
+#include "engine/vulkan/vk_matvec.h"
+#include "engine/vulkan/vk_moe.h"
+
+namespace vkmoe {
+namespace {
+
+struct AxpyPush {
+  uint32_t n, items, x_off, a_off, y_off, mode;
+  float scale;
+};
+struct CombineNormPush {
+  uint32_t n, items;
+  float eps;
+};
+
+uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+
+}  // namespace
+
+LayerProgram::LayerProgram(const Model& m, const GpuModel& g, Activations& a, const GpuOps& ops, vk::KvType kv,
+                           Mark mark)
+    : m_(m), c_(m.config()), g_(g), a_(a), ops_(ops), kv_(kv), mark_(std::move(mark)) {}
+
+void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const {
+  const GpuLayer& g = g_.layers[il];
+  const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
+  const Rows x(a_.x, E), xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
+  if (!normed) {
+    ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps);
+    r.barrier();
+    mark_(r, "attn norm");
+  }
+  ops_.linear(r, g.wq, xn, q, n);
+  ops_.linear(r, g.wk, xn, k, n);
+  ops_.linear(r, g.wv, xn, v, n);
+  r.barrier();
+  mark_(r, "q/k/v");
+  if (g.bq) {
+    ops_.add_rows(r, Rows(g.bq.buf, 0), q, Q, n);
+    ops_.add_rows(r, Rows(g.bk.buf, 0), k, KV, n);
+    ops_.add_rows(r, Rows(g.bv.buf, 0), v, KV, n);
+    r.barrier();
+  }
+  const bool per_head = g.q_norm && g.q_norm.ncols == D;
+  if (g.q_norm && !per_head) {  // norm over the whole projection (olmoe)
+    ops_.rms_norm(r, q, &g.q_norm, q, Q, n, c_.norm_eps);
+    ops_.rms_norm(r, k, &g.k_norm, k, KV, n, c_.norm_eps);
+    r.barrier();
+  }
+  vk::RopeStoreArgs rs;
+  rs.q = a_.q;
+  rs.k = a_.k;
+  rs.v = a_.v;
+  rs.q_norm = per_head ? vk::BufferRange(g.q_norm.buf) : vk::BufferRange(a_.q);
+  rs.k_norm = per_head ? vk::BufferRange(g.k_norm.buf) : vk::BufferRange(a_.q);
+  rs.k_cache = g.k_cache;
+  rs.v_cache = g.v_cache;
+  rs.q_stride = Q;
+  rs.kv_stride = KV;
+  rs.n_tokens = n;
+  rs.pos0 = pos0;
+  rs.head_dim = D;
+  rs.n_head = c_.n_head;
+  rs.n_head_kv = c_.n_head_kv;
+  rs.neox = c_.rope_neox;
+  rs.norm = per_head;
+  rs.theta = c_.rope_theta;
+  rs.eps = c_.norm_eps;
+  rs.kv_type = kv_;
+  vk::record_rope_store(r, rs);
+  r.barrier();
+  mark_(r, "qk-norm/rope/kv store");
+  vk::AttentionArgs at;
+  at.q = a_.q;
+  at.k_cache = g.k_cache;
+  at.v_cache = g.v_cache;
+  at.o = a_.att;
+  at.q_stride = Q;
+  at.o_stride = Q;
+  at.n_tokens = n;
+  at.pos0 = pos0;
+  at.head_dim = D;
+  at.n_head = c_.n_head;
+  at.n_head_kv = c_.n_head_kv;
+  at.scale = 1.0f / std::sqrt(float(D));
+  at.kv_type = kv_;
+  at.scratch = a_.attn_scratch;
+  vk::record_attention(r, at);
+  r.barrier();
+  mark_(r, "attention");
+  ops_.linear(r, g.wo, Rows(a_.att, Q), x, n, /*acc=*/true);
+  r.barrier();
+  ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps);
+  r.barrier();
+  mark_(r, "out proj + ffn norm");
+}
+
+void LayerProgram::swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down,
+                              uint32_t width, const vk::Buffer& out, uint32_t n, bool acc) const {
+  const Rows xn(a_.xn, c_.n_embd);
+  ops_.linear(r, gate, xn, Rows(a_.g, width), n);
+  ops_.linear(r, up, xn, Rows(a_.u, width), n);
+  r.barrier();
+  ops_.swiglu(r, a_.g, a_.u, uint64_t(n) * width);
+  r.barrier();
+  ops_.linear(r, down, Rows(a_.g, width), Rows(out, c_.n_embd), n, acc);
+  r.barrier();
+}
+
+void LayerProgram::dense_ffn(vk::Recorder& r, int il, uint32_t n) const {
+  const GpuLayer& g = g_.layers[il];
+  swiglu_ffn(r, g.ffn_gate, g.ffn_up, g.ffn_down, c_.n_ff, a_.x, n, /*acc=*/true);
+  mark_(r, "dense ffn");
+}
+
+void LayerProgram::shared_expert(vk::Recorder& r, int il, uint32_t n) const {
+  const GpuLayer& g = g_.layers[il];
+  if (!g.gate_shexp) return;
+  const uint32_t E = c_.n_embd;
+  if (g.shexp_gate) ops_.linear(r, g.shexp_gate, Rows(a_.xn, E), Rows(a_.gate1, 1), n);  // done by the FFN's first barrier
+  swiglu_ffn(r, g.gate_shexp, g.up_shexp, g.down_shexp, c_.n_ff_shexp, a_.so, n, /*acc=*/false);
+  ops_.add_rows(r, Rows(a_.so, E), Rows(a_.x, E), E, n,
+                g.shexp_gate ? GpuOps::Scale::SigmoidOfRow : GpuOps::Scale::One, &a_.gate1);
+  r.barrier();
+  mark_(r, "shared expert");
+}
+
+void LayerProgram::router(vk::Recorder& r, int il, uint32_t n, uint32_t row0) const {
+  const uint32_t N = c_.n_expert;
+  ops_.linear(r, g_.layers[il].router, Rows(a_.xn, c_.n_embd), Rows(a_.rlog, N, row0 * N), n);
+}
+
+bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const {
+  const GpuLayer& g = g_.layers[il];
+  const uint32_t E = c_.n_embd, K = c_.n_expert_used, N = c_.n_expert;
+  router(r, il, n);
+  r.barrier();
+  vk::MoeTopkArgs tk;
+  tk.logits = a_.rlog;
+  tk.ids = a_.ids;
+  tk.weights = a_.wts;
+  tk.n_tokens = n;
+  tk.n_expert = N;
+  tk.k = K;
+  tk.logit_stride = N;
+  tk.normalize = c_.norm_topk_prob;
+  vk::record_moe_topk(r, tk);
+  r.barrier();
+  mark_(r, "router + top-k");
+  const ExpertBuffers w{&g.gate_exps.buf, &g.up_exps.buf, &g.down_exps.buf, N};
+  if (n > 1) {
+    vk::MoeGroupArgs gr;
+    gr.ids = a_.ids;
+    gr.table = a_.table;
+    gr.layout = MoeTableLayout::make(n, K, N);
+    gr.n_expert = N;
+    vk::record_moe_group(r, gr);
+    r.barrier();
+    mark_(r, "group by expert");
+    experts_grouped(r, il, w, a_.table, a_.wts, n);
+    shared_expert(r, il, n);
+    return false;
+  }
+  experts_decode(r, il, w, a_.ids);
+  if (next_norm && !g.gate_shexp) {
+    const auto& cp = ops_.ctx().pipeline("moe_combine_norm", 5, sizeof(CombineNormPush));
+    r.dispatch(cp, {a_.eo, a_.wts, a_.x, next_norm->buf, a_.xn}, CombineNormPush{E, K, c_.norm_eps}, 1);
+    r.barrier();
+    mark_(r, "combine + next norm");
+    return true;
+  }
+  combine_decode(r, a_.wts);
+  shared_expert(r, il, n);
+  return false;
+}
+
+void LayerProgram::combine_decode(vk::Recorder& r, const vk::Buffer& wts) const {
+  const uint32_t E = c_.n_embd, K = c_.n_expert_used;
+  const auto& ap = ops_.ctx().pipeline("axpy", 3, sizeof(AxpyPush));
+  r.dispatch(ap, {a_.eo, wts, a_.x}, AxpyPush{E, K, 0, 0, 0, /*weights*/ 1, 1.0f}, div_up(E, 256));
+  r.barrier();
+  mark_(r, "combine");
+}
+
+void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& ids) const {
+  const LayerWeights& lw = m_.layers()[il];
+  const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
+  auto ids_mv = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
+                    const vk::Buffer& y, uint32_t y_stride) {
+    vk::MatvecIdsArgs a;
+    a.type = wt.type();
+    a.ncols = static_cast<uint32_t>(wt.in());
+    a.nrows = static_cast<uint32_t>(wt.out());
+    a.w = wb;
+    a.x = x;
+    a.y = y;
+    a.ids = ids;
+    a.n_ids = K;
+    a.n_experts = w.count;
+    a.expert_stride = wt.expert_bytes();
+    a.x_stride = x_stride;
+    a.y_stride = y_stride;
+    vk::record_matvec_ids(r, a);
+  };
+  ids_mv(lw.gate_exps, *w.gate, a_.xn, 0, a_.eg, F);
+  ids_mv(lw.up_exps, *w.up, a_.xn, 0, a_.eu, F);
+  r.barrier();
+  mark_(r, "experts gate+up");
+  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(K) * F);
+  r.barrier();
+  ids_mv(lw.down_exps, *w.down, a_.eg, F, a_.eo, E);
+  r.barrier();
+  mark_(r, "experts down");
+}
+
+void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
+                                   const vk::Buffer& wts, uint32_t n) const {
+  const LayerWeights& lw = m_.layers()[il];
+  const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
+  const MoeTableLayout layout = MoeTableLayout::make(n, K, w.count);
+  auto ids_mm = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
+                    const vk::Buffer& y, uint32_t y_stride, bool gather) {
+    vk::GemmIdsArgs a;
+    a.type = wt.type();
+    a.ncols = static_cast<uint32_t>(wt.in());
+    a.nrows = static_cast<uint32_t>(wt.out());
+    a.w = wb;
+    a.x = x;
+    a.x_stride = x_stride;
+    a.y = y;
+    a.y_stride = y_stride;
+    a.table = table;
+    a.layout = layout;
+    a.expert_stride = wt.expert_bytes();
+    a.n_experts = w.count;
+    a.gather_x = gather;
+    a.scratch = ops_.gemm_scratch();
+    vk::record_gemm_ids(r, a, ops_.gemm_for(a.type));
+  };
+  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true);
+  ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
+  r.barrier();
+  mark_(r, "experts gate+up");
+  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(layout.max_slots()) * F);
+  r.barrier();
+  ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false);
+  r.barrier();
+  mark_(r, "experts down");
+  vk::MoeCombineArgs cb;
+  cb.y = a_.eo;
+  cb.weights = wts;
+  cb.table = table;
+  cb.x = a_.x;
+  cb.layout = layout;
+  cb.n = E;
+  cb.y_stride = E;
+  cb.x_stride = E;
+  vk::record_moe_combine(r, cb);
+  r.barrier();
+  mark_(r, "combine");
+}
+
+void LayerProgram::output(vk::Recorder& r, uint32_t last, bool normed) const {
+  const uint32_t E = c_.n_embd;
+  if (!normed) {
+    ops_.rms_norm(r, Rows(a_.x, E, last * E), &g_.output_norm, Rows(a_.xn, E), E, 1, c_.norm_eps);
+    r.barrier();
+  }
+  ops_.linear(r, g_.output, Rows(a_.xn, E), Rows(a_.logits, c_.n_vocab), 1);
+  r.barrier();
+  mark_(r, "output head");
+}
+
+}  // namespace vkmoe

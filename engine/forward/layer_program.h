@@ -1,0 +1,68 @@
+#pragma once
+// The layer program: what one transformer layer records for a ubatch of n
+// tokens at positions pos0.., written once for decode (n = 1: matrix-vector
+// kernels) and prompt processing (n > 1: GEMM, expert grouping, flash
+// attention). Schedules (resident, offload) compose these blocks.
+#include <cstdint>
+#include <functional>
+
+#include "engine/forward/activations.h"
+#include "engine/forward/gpu_ops.h"
+#include "engine/forward/gpu_weights.h"
+#include "engine/model/model.h"
+#include "engine/vulkan/vk_attention.h"
+
+namespace vkmoe {
+
+// Expert weights a routed-expert pass reads: one stacked buffer per matrix,
+// experts (or cache slots) expert_stride bytes apart.
+struct ExpertBuffers {
+  const vk::Buffer* gate = nullptr;
+  const vk::Buffer* up = nullptr;
+  const vk::Buffer* down = nullptr;
+  uint32_t count = 0;  // experts or slots in the buffers
+};
+
+class LayerProgram {
+ public:
+  using Mark = std::function<void(vk::Recorder&, const char*)>;
+  LayerProgram(const Model& m, const GpuModel& g, Activations& a, const GpuOps& ops, vk::KvType kv, Mark mark);
+
+  // Attention block; leaves x += attention and xn = ffn_norm(x).
+  // normed: xn already holds attn_norm(x) (fused into the previous layer).
+  void attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const;
+  // x += dense SwiGLU FFN (xn).
+  void dense_ffn(vk::Recorder& r, int il, uint32_t n) const;
+  // x += sigmoid(gate . xn) * shared expert(xn), when the layer has one.
+  void shared_expert(vk::Recorder& r, int il, uint32_t n) const;
+  // rlog[t] = router . xn[t] (rows of n_expert, starting at row `row0`).
+  void router(vk::Recorder& r, int il, uint32_t n, uint32_t row0 = 0) const;
+  // Resident MoE (router, top-k, experts, combine, shared expert). With
+  // next_norm, n == 1 and no shared expert, the combine also writes
+  // xn = rmsnorm(x) * next_norm; returns whether it did.
+  bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const;
+  // Decode: the k experts named by `ids` (expert or slot indices; < 0 skipped)
+  // into eo rows; the caller combines.
+  void experts_decode(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& ids) const;
+  // Decode: x += sum_j wts[j] * eo[j] over the k expert rows.
+  void combine_decode(vk::Recorder& r, const vk::Buffer& wts) const;
+  // Ubatch: the experts of a MoeTable (tile groups index w) into eo slot rows,
+  // then x += weighted combine with weights wts[t][k].
+  void experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
+                       const vk::Buffer& wts, uint32_t n) const;
+  // logits = output(norm(x[last])); normed: xn[0] already holds it.
+  void output(vk::Recorder& r, uint32_t last, bool normed) const;
+
+ private:
+  void swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down, uint32_t width,
+                  const vk::Buffer& out, uint32_t n, bool acc) const;
+  const Model& m_;
+  const ModelConfig& c_;
+  const GpuModel& g_;
+  Activations& a_;
+  const GpuOps& ops_;
+  vk::KvType kv_;
+  Mark mark_;
+};
+
+}  // namespace vkmoe

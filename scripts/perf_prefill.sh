@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Prompt-processing figures on the lent GPU machine, vkmoe and llama.cpp's
+# llama-bench side by side on the same synthetic Qwen3-30B-A3B file, with
+# peak VRAM sampled by nvidia-smi. Carry devbin/ (scripts/pack_devbin.sh),
+# .gl/ and anchors/ (../shared/anchors/llama_cpp.sh anchors).
+# usage: scripts/perf_prefill.sh [vkmoe|llama|all]
+set -uo pipefail
+for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
+if ! ls /usr/share/vulkan/icd.d/*nvidia* >/dev/null 2>&1 && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+export LD_LIBRARY_PATH=$PWD/devbin/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+B=devbin; MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
+what=${1:-all}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+[ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+mkdir -p /tmp/ll && tar xJf anchors/llama.tar.xz -C /tmp/ll
+# peak VRAM (MiB) of one command
+peak() {
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > /tmp/vram.log & local s=$!
+  "$@"; local rc=$?
+  kill $s 2>/dev/null; wait $s 2>/dev/null
+  echo "peak VRAM: $(sort -n /tmp/vram.log | tail -1) MiB"
+  return $rc
+}
+run() { echo "--- $*"; peak "$@" 2>&1 | grep -v "^  layer\|uploading\|copying experts"; }
+if [ "$what" = all ] || [ "$what" = vkmoe ]; then
+  run $B/vkmoe bench -m $MODEL -p 512,2048 -n 0 -r 3 --moe-mode resident
+  run $B/vkmoe bench -m $MODEL -p 512,2048 -n 0 -r 3 --vram-budget 12GiB --expert-stats
+  run $B/vkmoe bench -m $MODEL -p 512,2048 -n 0 -r 3 --moe-mode cpu-moe --expert-stats
+  for a in "--moe-mode resident" "--vram-budget 12GiB" "--moe-mode cpu-moe"; do
+    run $B/vkmoe bench -m $MODEL -p 4096 -n 1 -r 1 $a
+  done
+fi | tee -a "$OUT/vkmoe_prefill.txt"
+if [ "$what" = all ] || [ "$what" = llama ]; then
+  run /tmp/ll/llama-bench -m $MODEL -ngl 99 -p 512,2048 -n 0 -r 3 -fa 0
+  run /tmp/ll/llama-bench -m $MODEL -ngl 99 -p 512,2048 -n 0 -r 3 -fa 1
+  run /tmp/ll/llama-bench -m $MODEL -ngl 99 -ncmoe 20 -p 512,2048 -n 0 -r 3
+  run /tmp/ll/llama-bench -m $MODEL -ngl 99 -ncmoe 48 -p 512,2048 -n 0 -r 3
+  run /tmp/ll/llama-bench -m $MODEL -ngl 99 -p 4096 -n 0 -r 1 -fa 0
+  run /tmp/ll/llama-bench -m $MODEL -ngl 99 -ncmoe 20 -p 4096 -n 0 -r 1
+  run /tmp/ll/llama-bench -m $MODEL -ngl 99 -ncmoe 48 -p 4096 -n 0 -r 1
+fi | tee -a "$OUT/llama_prefill.txt"

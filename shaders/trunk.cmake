@@ -1,0 +1,1 @@
+vkmoe_shader(add_rows add_rows.comp)
