@@ -21,10 +21,8 @@ file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/shaders)
 
 # Shader list (one line per compiled variant):
 vkmoe_shader(rms_norm rms_norm.comp)
-vkmoe_shader(attention attention.comp)
 vkmoe_shader(axpy axpy.comp)
 vkmoe_shader(swiglu swiglu.comp)
-vkmoe_shader(moe_topk moe_topk.comp)
 # vkmoe_matvec_variants(PREFIX SOURCE name:WTYPE ...) builds PREFIX_<name> and
 # the indexed-expert PREFIX_ids_... variant (matvec_q4_k, matvec_ids_q4_k, ...).
 # WTYPE 1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k.
@@ -40,8 +38,6 @@ function(vkmoe_matvec_variants PREFIX SRC)
 endfunction()
 vkmoe_matvec_variants(matvec matvec.comp f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
 vkmoe_shader(bandwidth bandwidth.comp)
-vkmoe_shader(moe_topk_sg moe_topk_sg.comp)
-vkmoe_shader(qk_norm_rope qk_norm_rope.comp)
 vkmoe_shader(moe_combine_norm moe_combine_norm.comp)
 # int8-x matvec with packed integer dot products; see engine/vulkan/vk_matvec.h
 vkmoe_matvec_variants(matvec_q8x matvec_q8x.comp q8_0:4 q4_k:5 q5_k:6 q6_k:7)

@@ -210,16 +210,6 @@ ModelSummary summarize(const Model& m) {
   return s;
 }
 
-// The expert placement the engine chose, from describe()'s "experts MODE";
-// empty for backends that do not say (cpu, ref).
-std::string moe_mode(const std::string& description) {
-  auto at = description.find("experts ");
-  if (at == std::string::npos) return "";
-  at += 8;
-  auto end = description.find_first_of(" ,()", at);
-  return description.substr(at, end == std::string::npos ? std::string::npos : end - at);
-}
-
 // ---- output ----
 
 struct Context {
@@ -385,7 +375,7 @@ void run_bench(const Model& m, const EngineOptions& o, const BenchParams& p) {
   if (p.repetitions < 1) throw Error("-r/--repetitions must be at least 1, got " + std::to_string(p.repetitions));
   auto engine = make_engine(m, o);
   Context c{p, o, summarize(m), engine->describe(), "", engine->vram_bytes()};
-  c.moe = moe_mode(c.engine);
+  c.moe = engine->moe_mode();
   Printer printer(c);
   printer.begin();
   const int n_vocab = m.config().n_vocab;

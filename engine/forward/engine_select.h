@@ -41,6 +41,9 @@ class Engine {
   virtual int n_ctx() const = 0;
   virtual std::string describe() const = 0;
   virtual std::string stats_report() const { return "no expert statistics for this backend\n"; }
+  // Where routed experts live: "resident", "expert-cache", "cpu-moe"; empty
+  // for backends without expert placement (cpu, ref).
+  virtual std::string moe_mode() const { return ""; }
   // Device memory in use (0 for CPU backends).
   virtual uint64_t vram_bytes() const { return 0; }
 };

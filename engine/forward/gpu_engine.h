@@ -37,6 +37,7 @@ class GpuEngine final : public Engine {
   std::string describe() const override;
   std::string stats_report() const override;
   uint64_t vram_bytes() const override;
+  std::string moe_mode() const override { return plan_mode_name(c_.is_moe() ? plan_.mode : PlanMode::Resident); }
 
  private:
   // Schedules (gpu_engine.cpp: resident; gpu_offload.cpp: offload).
