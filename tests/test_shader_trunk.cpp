@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "cpu/moe_route.h"
 #include "engine/forward/cpu_forward.h"
 #include "engine/vulkan/vk_runtime.h"
 

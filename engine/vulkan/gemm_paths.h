@@ -11,6 +11,9 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
 
 // gemm_int8.cpp: int8 activations with packed integer dot products.
 bool gemm_int8_available(const Context& ctx, GgmlType t);
+// Scratch bytes for n_rows activation rows of ncols (multiple of 32) quantized to int8 blocks:
+// n_rows = n_tokens (dense, and expert-grouped with gather_x) or layout.max_slots().
+uint64_t gemm_int8_scratch_bytes(uint32_t ncols, uint32_t n_rows);
 void record_gemm_int8(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids);
 
 }  // namespace vkmoe::vk
