@@ -3,8 +3,13 @@
 // single thread and thread pool, the same with f32 activations
 // (matvec_rows_f32), and the full 8-expert moe_ffn_cpu with Q8 and F32 activations.
 // Throughput is reported as weight bytes read per second.
+// prompt_layer: one Qwen3-30B-A3B MoE layer over a 512-token ubatch (128
+// experts, top-8, Q4_K gate/up + Q6_K down as in Q4_K_M), batched
+// (expert_ffn_batched, each expert's weights read once) vs. moe_ffn_cpu per
+// token; reports tokens/s and weight GB/s.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <random>
@@ -13,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "cpu/expert_batch.h"
 #include "cpu/expert_ffn.h"
 #include "cpu/quant.h"
 #include "cpu/simd_kernels.h"
@@ -119,6 +125,94 @@ void bm_moe_ffn(benchmark::State& state, GgmlType gate_up, GgmlType down, int th
   state.SetLabel(simd_target_name());
 }
 
+// One MoE layer for a prompt ubatch. Expert weights: 8 distinct random
+// matrices per kind copied to 128 places in memory, so every expert is read
+// from DRAM as in a real model.
+constexpr int kLayerExperts = 128, kPromptTokens = 512, kTopK = 8;
+
+struct PromptLayer {
+  std::vector<uint8_t> gate, up, down;  // kLayerExperts matrices each
+  size_t gate_bytes = 0, down_bytes = 0;
+  std::vector<ExpertView> experts;
+  std::vector<std::vector<int32_t>> tokens;  // per expert
+  std::vector<std::vector<float>> weights;   // per expert
+  std::vector<std::vector<int>> routed;      // per token: its experts
+  std::vector<float> x;
+};
+
+const PromptLayer& prompt_layer() {
+  static const PromptLayer layer = [] {
+    PromptLayer l;
+    auto replicate = [](GgmlType t, int64_t rows, int64_t cols, uint32_t seed, size_t& bytes) {
+      std::vector<uint8_t> all;
+      for (int k = 0; k < kLayerExperts; ++k) {
+        const auto& m = cached_matrix(t, rows, cols, seed + k % 8);
+        bytes = m.size();
+        all.insert(all.end(), m.begin(), m.end());
+      }
+      return all;
+    };
+    size_t up_bytes = 0;
+    l.gate = replicate(GgmlType::Q4_K, kFf, kEmbd, 100, l.gate_bytes);
+    l.up = replicate(GgmlType::Q4_K, kFf, kEmbd, 200, up_bytes);
+    l.down = replicate(GgmlType::Q6_K, kEmbd, kFf, 300, l.down_bytes);
+    for (int k = 0; k < kLayerExperts; ++k)
+      l.experts.push_back({GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, l.gate.data() + k * l.gate_bytes,
+                           l.up.data() + k * l.gate_bytes, l.down.data() + k * l.down_bytes, kEmbd, kFf});
+    std::mt19937 rng(11);
+    l.tokens.resize(kLayerExperts);
+    l.weights.resize(kLayerExperts);
+    l.routed.resize(kPromptTokens);
+    std::vector<int> ids(kLayerExperts);
+    for (int t = 0; t < kPromptTokens; ++t) {
+      for (int k = 0; k < kLayerExperts; ++k) ids[k] = k;
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (int j = 0; j < kTopK; ++j) {
+        l.tokens[ids[j]].push_back(t);
+        l.weights[ids[j]].push_back(1.f / kTopK);
+        l.routed[t].push_back(ids[j]);
+      }
+    }
+    l.x = random_vector(int64_t{kPromptTokens} * kEmbd);
+    return l;
+  }();
+  return layer;
+}
+
+void bm_prompt_layer(benchmark::State& state, bool batched, CpuActivations act, int threads) {
+  const PromptLayer& l = prompt_layer();
+  const size_t expert_bytes = 2 * l.gate_bytes + l.down_bytes;
+  std::vector<ExpertBatch> batches;
+  size_t bytes_per_iter = 0;
+  for (int k = 0; k < kLayerExperts; ++k) {
+    batches.push_back({l.experts[k], l.tokens[k].data(), l.weights[k].data(), static_cast<int>(l.tokens[k].size())});
+    if (!l.tokens[k].empty()) bytes_per_iter += expert_bytes;
+  }
+  if (!batched) bytes_per_iter = size_t{kPromptTokens} * kTopK * expert_bytes;
+  std::vector<float> out(size_t{kPromptTokens} * kEmbd);
+  ThreadPool pool(threads);
+  std::vector<ExpertView> views(kTopK);
+  const std::vector<float> weights(kTopK, 1.f / kTopK);
+  for (auto _ : state) {
+    if (batched) {
+      std::fill(out.begin(), out.end(), 0.f);
+      expert_ffn_batched(batches.data(), kLayerExperts, l.x.data(), kEmbd, out.data(), kEmbd, pool, act);
+    } else {
+      for (int t = 0; t < kPromptTokens; ++t) {
+        for (int j = 0; j < kTopK; ++j) views[j] = l.experts[l.routed[t][j]];
+        moe_ffn_cpu(views.data(), weights.data(), kTopK, l.x.data() + int64_t{t} * kEmbd, out.data() + int64_t{t} * kEmbd,
+                    pool, act);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes_per_iter));
+  state.counters["tokens/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * kPromptTokens, benchmark::Counter::kIsRate);
+  state.SetLabel(simd_target_name());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -164,6 +258,18 @@ int main(int argc, char** argv) {
                                    [=](benchmark::State& s) { bm_moe_ffn(s, gu, dn, threads, CpuActivations::F32); })
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
+    }
+  }
+  for (int threads : thread_counts) {
+    for (bool batched : {true, false}) {
+      for (CpuActivations act : {CpuActivations::F32, CpuActivations::Q8}) {
+        const std::string name = std::string("prompt_layer/") + (batched ? "batched" : "per_token") + "/" +
+                                 (act == CpuActivations::F32 ? "f32" : "q8") + "/128x2048x768/Q4_K+Q6_K/tokens:" +
+                                 std::to_string(kPromptTokens) + "/threads:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_prompt_layer(s, batched, act, threads); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+      }
     }
   }
   benchmark::Initialize(&argc, argv);
