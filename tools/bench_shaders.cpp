@@ -1,10 +1,12 @@
 #include "tools/bench_shaders.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -12,6 +14,8 @@
 
 #include "cpu/quant.h"
 #include "base/error.h"
+#include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/vk_gemm.h"
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_runtime.h"
 
@@ -22,8 +26,13 @@ using namespace vk;
 
 struct Options {
   int device = -1;
-  std::vector<std::string> kernels = {"q4_k", "q5_k", "q6_k", "q8_0", "f16", "bf16", "f32", "q4_k_ids"};
+  std::vector<std::string> kernels = {"q4_k",      "q5_k",      "q6_k",      "q8_0",      "f16",       "bf16",
+                                      "f32",       "q4_k_ids",  "gemm_q4_k", "gemm_q5_k", "gemm_q6_k", "gemm_q8_0",
+                                      "gemm_f16",  "gemm_bf16", "gemm_f32",  "gemm_ids"};
   std::vector<std::pair<uint32_t, uint32_t>> shapes = {{2048, 768}, {768, 2048}, {2048, 4096}, {2048, 151936}};
+  // GEMM: ncols x nrows : tokens (gemm_ids: per-expert shape, tokens routed top-8).
+  std::vector<std::array<uint32_t, 3>> gemm_shapes = {{2048, 4096, 512}, {4096, 2048, 512}, {2048, 768, 512}};
+  GemmPath gemm_path = GemmPath::Auto;
   int iters = 50;
   uint64_t bw_mib = 1024;
   uint64_t pool_mib = 512;
@@ -34,7 +43,9 @@ struct Options {
 };
 
 const char* kUsage =
-    "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_k_ids]\n"
+    "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_k_ids,\n"
+    "                                      gemm_q4_k,...,gemm_f32,gemm_ids]\n"
+    "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat]\n"
     "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
     "                           [--experts N] [--config WG:TPR:RPT:SG[:PF[:QX]]] [--sweep]\n";
 
@@ -74,6 +85,25 @@ Options parse(int argc, char** argv) {
         o.shapes.emplace_back(static_cast<uint32_t>(parse_uint(parts[0], "shape")),
                               static_cast<uint32_t>(parse_uint(parts[1], "shape")));
       }
+    } else if (a == "--gemm-shapes") {
+      o.gemm_shapes.clear();
+      for (const auto& s : split(value(), ',')) {
+        const auto parts = split(s, ':');
+        const auto dims = parts.size() == 2 ? split(parts[0], 'x') : std::vector<std::string>();
+        if (dims.size() != 2) throw Error("bench-shaders: bad GEMM shape '" + s + "' (want NCOLSxNROWS:TOKENS)");
+        o.gemm_shapes.push_back({static_cast<uint32_t>(parse_uint(dims[0], "shape")),
+                                 static_cast<uint32_t>(parse_uint(dims[1], "shape")),
+                                 static_cast<uint32_t>(std::max<uint64_t>(1, parse_uint(parts[1], "token count")))});
+      }
+    } else if (a == "--gemm-path") {
+      const std::string v = value();
+      bool found = false;
+      for (GemmPath p : {GemmPath::Auto, GemmPath::Tiled, GemmPath::Int8Dot, GemmPath::CoopMat})
+        if (v == gemm_path_name(p)) {
+          o.gemm_path = p;
+          found = true;
+        }
+      if (!found) throw Error("bench-shaders: unknown GEMM path '" + v + "'\n" + kUsage);
     } else if (a == "--iters") {
       o.iters = static_cast<int>(std::max<uint64_t>(1, parse_uint(value(), "iteration count")));
     } else if (a == "--bw-mib") {
@@ -109,7 +139,8 @@ bool kernel_type(const std::string& name, GgmlType& t);
 void validate_kernels(const Options& o) {
   GgmlType t;
   for (const auto& k : o.kernels)
-    if (k != "q4_k_ids" && !kernel_type(k, t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
+    if (k != "q4_k_ids" && k != "gemm_ids" && !kernel_type(k.rfind("gemm_", 0) == 0 ? k.substr(5) : k, t))
+      throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
   if (o.kernels.empty() || o.shapes.empty()) throw Error(std::string("bench-shaders: nothing to run\n") + kUsage);
 }
 
@@ -350,6 +381,156 @@ Row bench_ids(Context& ctx, Uploader& upl, const Options& o, const MatvecConfig&
   return row;
 }
 
+// --- GEMM (prompt processing): rows are kernel, shape (ncols x nrows : tokens),
+// path, median time, TFLOP/s (2 * tokens * nrows * ncols / time) and weight GB/s.
+
+void print_gemm_row(const std::string& kernel, const std::string& shape, GemmPath path, double t_ns, double flops,
+                    uint64_t weight_bytes) {
+  std::printf("%-10s %-22s %-8s %10.2f %10.4g %10.4g\n", kernel.c_str(), shape.c_str(), gemm_path_name(path),
+              t_ns / 1000.0, flops / t_ns / 1000.0, weight_bytes / t_ns);
+  std::fflush(stdout);
+}
+
+GemmPath resolved_gemm_path(const Context& ctx, GemmPath want, GgmlType t) {
+  if (want != GemmPath::Auto) return want;
+  if (gemm_path_available(ctx, GemmPath::CoopMat, t)) return GemmPath::CoopMat;
+  if (gemm_path_available(ctx, GemmPath::Int8Dot, t)) return GemmPath::Int8Dot;
+  return GemmPath::Tiled;
+}
+
+// Median GPU time in ns of o.iters calls of `record`, each between barriers.
+double time_dispatches(Context& ctx, const Options& o, const std::function<void(Recorder&)>& record) {
+  const int warm = 2, n = o.iters + warm;
+  TimestampPool ts(ctx, 2 * n);
+  Recorder rec(ctx);
+  rec.begin();
+  rec.reset_timestamps(ts, 0, 2 * n);
+  for (int i = 0; i < n; ++i) {
+    rec.barrier();
+    rec.timestamp(ts, 2 * i);
+    record(rec);
+    rec.timestamp(ts, 2 * i + 1);
+  }
+  submit_warm(rec);
+  const auto ns = ts.read_ns(0, 2 * n);
+  std::vector<double> times;
+  for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
+  return std::max(median(times), 1e-3);
+}
+
+Buffer random_f32_buffer(Context& ctx, Uploader& upl, uint64_t n, const char* what, std::mt19937& rng) {
+  std::vector<float> v(n);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& f : v) f = nd(rng);
+  Buffer b = ctx.create_buffer(std::max<uint64_t>(n, 1) * 4, MemoryKind::Device, what);
+  upl.upload(b, 0, v.data(), n * 4).wait();
+  return b;
+}
+
+// Dense GEMM of one weight type: Y (tokens x nrows) = X (tokens x ncols) . W^T.
+void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows,
+                uint32_t tokens, const Options& o, std::mt19937& rng) {
+  const std::string shape = std::to_string(ncols) + "x" + std::to_string(nrows) + ":" + std::to_string(tokens);
+  const GemmPath path = resolved_gemm_path(ctx, o.gemm_path, t);
+  const uint64_t bytes = row_bytes(t, ncols) * nrows;
+  if (!gemm_path_available(ctx, path, t) || bytes > ctx.info().max_storage_buffer_range) {
+    std::printf("%-10s %-22s skipped: %s\n", kernel.c_str(), shape.c_str(),
+                bytes > ctx.info().max_storage_buffer_range ? "weights exceed the device's storage range"
+                                                            : "path not available");
+    return;
+  }
+  Buffer w = ctx.create_buffer(bytes, MemoryKind::Device, "bench gemm weights");
+  fill_weights(ctx, upl, w, bytes, t, ncols, rng);
+  Buffer xb = random_f32_buffer(ctx, upl, uint64_t(tokens) * ncols, "bench gemm x", rng);
+  Buffer yb = ctx.create_buffer(uint64_t(tokens) * nrows * 4, MemoryKind::Device, "bench gemm y");
+  Buffer scratch;
+  GemmArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.n_tokens = tokens;
+  a.w = BufferRange(w);
+  a.x = BufferRange(xb);
+  a.x_stride = ncols;
+  a.y = BufferRange(yb);
+  a.y_stride = nrows;
+  if (path == GemmPath::Int8Dot) {
+    scratch = ctx.create_buffer(gemm_int8_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
+    a.scratch = BufferRange(scratch);
+  }
+  const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm(rec, a, GemmConfig{path}); });
+  print_gemm_row(kernel, shape, path, t_ns, 2.0 * tokens * nrows * ncols, bytes);
+}
+
+// Expert-grouped Q4_K GEMM: `tokens` tokens routed to 8 random distinct
+// experts each among o.experts experts of ncols x nrows, grouped into a MoeTable
+// on the host (as the GPU grouping would), x gathered by token.
+void bench_gemm_ids(Context& ctx, Uploader& upl, uint32_t ncols, uint32_t nrows, uint32_t tokens, const Options& o,
+                    std::mt19937& rng) {
+  const GgmlType t = GgmlType::Q4_K;
+  const uint32_t k = 8;
+  const std::string shape = std::to_string(ncols) + "x" + std::to_string(nrows) + ":" + std::to_string(tokens) +
+                            "k8/" + std::to_string(o.experts);
+  const GemmPath path = resolved_gemm_path(ctx, o.gemm_path, t);
+  const uint64_t ebytes = row_bytes(t, ncols) * nrows, stack = ebytes * o.experts;
+  if (ncols % 256 != 0 || !gemm_path_available(ctx, path, t) || stack > ctx.info().max_storage_buffer_range) {
+    std::printf("%-10s %-22s skipped: %s\n", "gemm_ids", shape.c_str(),
+                ncols % 256 != 0 ? "ncols is not a multiple of 256" : "path not available or stack too large");
+    return;
+  }
+  // Routing and grouping: each expert's pairs in tiles of kMoeTileRows slots.
+  const MoeTableLayout l = MoeTableLayout::make(tokens, k, o.experts);
+  std::vector<uint32_t> words(l.words, kMoeNoSlot);
+  std::vector<std::vector<uint32_t>> by_expert(o.experts);
+  std::vector<uint32_t> perm(o.experts);
+  for (uint32_t e = 0; e < o.experts; ++e) perm[e] = e;
+  for (uint32_t tok = 0; tok < tokens; ++tok) {
+    std::shuffle(perm.begin(), perm.end(), rng);
+    for (uint32_t j = 0; j < k; ++j) by_expert[perm[j]].push_back(tok * k + j);
+  }
+  uint32_t tiles = 0, used = 0;
+  for (uint32_t e = 0; e < o.experts; ++e) {
+    used += by_expert[e].empty() ? 0 : 1;
+    for (size_t b = 0; b < by_expert[e].size(); b += kMoeTileRows, ++tiles) {
+      words[l.tile_expert_off + tiles] = e;
+      for (uint32_t s = 0; s < kMoeTileRows; ++s) {
+        const size_t i = b + s;
+        const uint32_t slot = tiles * kMoeTileRows + s;
+        words[l.slot_token_off + slot] = i < by_expert[e].size() ? by_expert[e][i] / k : kMoeNoSlot;
+        if (i < by_expert[e].size()) words[l.pair_slot_off + by_expert[e][i]] = slot;
+      }
+    }
+  }
+  words[l.count_off] = tiles;
+  Buffer w = ctx.create_buffer(stack, MemoryKind::Device, "bench gemm expert stack");
+  fill_weights(ctx, upl, w, stack, t, ncols, rng);
+  Buffer tb = ctx.create_buffer(l.bytes(), MemoryKind::Device, "bench gemm table");
+  upl.upload(tb, 0, words.data(), l.bytes()).wait();
+  Buffer xb = random_f32_buffer(ctx, upl, uint64_t(tokens) * ncols, "bench gemm x", rng);
+  Buffer yb = ctx.create_buffer(uint64_t(l.max_slots()) * nrows * 4, MemoryKind::Device, "bench gemm y");
+  Buffer scratch;
+  GemmIdsArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.w = BufferRange(w);
+  a.x = BufferRange(xb);
+  a.x_stride = ncols;
+  a.y = BufferRange(yb);
+  a.y_stride = nrows;
+  a.table = BufferRange(tb);
+  a.layout = l;
+  a.expert_stride = ebytes;
+  a.n_experts = o.experts;
+  a.gather_x = true;
+  if (path == GemmPath::Int8Dot) {
+    scratch = ctx.create_buffer(gemm_int8_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
+    a.scratch = BufferRange(scratch);
+  }
+  const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm_ids(rec, a, GemmConfig{path}); });
+  print_gemm_row("gemm_ids", shape, path, t_ns, 2.0 * tokens * k * nrows * ncols, ebytes * used);
+}
+
 std::vector<MatvecConfig> configs_for(const Options& o) {
   if (o.sweep) {
     std::vector<MatvecConfig> v;
@@ -384,8 +565,28 @@ int run(const Options& o) {
               o.iters);
   std::printf("%-10s %-14s %-14s %10s %10s %10s %7s\n", "kernel", "shape", "config", "MiB", "time_us", "GB/s",
               "%bw");
+  bool gemm_header = false;
   for (const auto& k : o.kernels) {
     GgmlType t;
+    if (k.rfind("gemm_", 0) == 0) {
+      if (!gemm_header) {
+        std::printf("GEMM: shape = ncols x nrows : tokens (gemm_ids: per expert, tokens routed top-8 over experts);\n"
+                    "time = median of %d GPU-timestamped runs; GB/s = weight bytes (experts used) / time\n"
+                    "%-10s %-22s %-8s %10s %10s %10s\n",
+                    o.iters, "kernel", "shape", "path", "time_us", "TFLOP/s", "GB/s");
+        gemm_header = true;
+      }
+      for (const auto& [ncols, nrows, tokens] : o.gemm_shapes) {
+        if (k == "gemm_ids") {
+          bench_gemm_ids(*ctx, upl, ncols, nrows, tokens, o, rng);
+        } else if (kernel_type(k.substr(5), t) && gemm_supported(t) && ncols % std::max(32, type_traits(t).block_size) == 0) {
+          bench_gemm(*ctx, upl, k, t, ncols, nrows, tokens, o, rng);
+        } else {
+          std::printf("%-10s %ux%u:%u skipped: unsupported type or ncols\n", k.c_str(), ncols, nrows, tokens);
+        }
+      }
+      continue;
+    }
     if (k == "q4_k_ids") {
       for (const auto& cfg : configs_for(o)) bench_ids(*ctx, upl, o, cfg, bw, rng);
       continue;

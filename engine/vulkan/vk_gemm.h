@@ -40,6 +40,9 @@ struct GemmArgs {
   BufferRange y;
   uint32_t y_offset = 0, y_stride = 0;  // floats
   bool accumulate = false;
+  // int8 path's quantized activations, size gemm_int8_scratch_bytes(ncols, n_tokens or max slots)
+  // (gemm_paths.h); written and read within the call.
+  BufferRange scratch;
 };
 
 // Expert-grouped product (MUL_MAT_ID) over a MoeTable (see moe_table.h): for

@@ -1,0 +1,216 @@
+#include "engine/vulkan/vk_gemm.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "engine/vulkan/gemm_paths.h"
+
+namespace vkmoe::vk {
+namespace {
+
+struct GemmType {
+  const char* suffix;  // shader name suffix
+  uint32_t block;      // elements per ggml block
+  uint32_t unit;       // shader load unit in bytes (= required weight alignment)
+};
+
+const GemmType* gemm_type(GgmlType t) {
+  static const GemmType f32{"f32", 1, 16}, f16{"f16", 1, 16}, bf16{"bf16", 1, 16}, q8_0{"q8_0", 32, 2},
+      q4_k{"q4_k", 256, 16}, q5_k{"q5_k", 256, 16}, q6_k{"q6_k", 256, 2};
+  switch (t) {
+    case GgmlType::F32: return &f32;
+    case GgmlType::F16: return &f16;
+    case GgmlType::BF16: return &bf16;
+    case GgmlType::Q8_0: return &q8_0;
+    case GgmlType::Q4_K: return &q4_k;
+    case GgmlType::Q5_K: return &q5_k;
+    case GgmlType::Q6_K: return &q6_k;
+    default: return nullptr;
+  }
+}
+
+// Push constants (must match shaders/gemm.comp).
+struct GemmPush {
+  uint32_t ncols, nrows, n_tokens, w_offset;
+  uint32_t x_offset, x_stride, y_offset, y_stride;
+  uint32_t accumulate, expert_stride, n_experts, gather_x;
+  uint32_t count_off, tile_expert_off, slot_token_off, unused;
+};
+
+// One tile shape of gemm.comp: workgroup size, BM x BN tile, K step, TM x TN per thread.
+struct Tile {
+  uint32_t wg, bm, bn, bk, tm, tn;
+  std::vector<uint32_t> spec() const { return {wg, bm, bn, bk, tm, tn}; }
+};
+
+constexpr uint32_t kBK = 32;  // ncols must be a multiple of it
+// Dense tiles by decreasing size; `kTiny` serves decode-sized calls (<= 8 tokens).
+constexpr Tile kLarge{256, 128, 128, kBK, 8, 8}, kMedium{256, 128, 64, kBK, 8, 4}, kSmall{128, 64, 32, kBK, 4, 4},
+    kTiny{32, 64, 8, kBK, 4, 4};
+// Expert-grouped tile: BN is one MoeTable tile of slots. (On an H100 BM = 64
+// beat BM = 128 with 8x4 per thread by ~25% at every MoE shape measured.)
+constexpr Tile kIds{128, 64, kMoeTileRows, kBK, 4, 4};
+
+// Shader constraints (see gemm.comp), checked at compile time.
+constexpr bool valid_tile(const Tile& t) {
+  return t.bk % 16 == 0 && t.tm % 4 == 0 && t.tn % 4 == 0 && t.tm <= 8 && t.tn <= 8 && t.bm % t.tm == 0 &&
+         t.bn % t.tn == 0 && (t.bm / t.tm) * (t.bn / t.tn) == t.wg && (t.bm * t.bk / 16) % t.wg == 0 &&
+         t.bm * t.bk / 16 / t.wg <= 4 && (t.bn * t.bk / 4) % t.wg == 0 && t.bn * t.bk / 4 / t.wg <= 4;
+}
+static_assert(valid_tile(kLarge) && valid_tile(kMedium) && valid_tile(kSmall) && valid_tile(kTiny) &&
+              valid_tile(kIds));
+
+uint64_t groups(uint64_t rows, const Tile& t, uint64_t cols) { return (rows + t.bm - 1) / t.bm * cols; }
+
+// Prefers the largest tile (most reuse of each loaded element) whose grid
+// still has >= kMinGroups workgroups and whose token tile is not mostly
+// padding. On an H100 (132 SMs), bench-shaders with 512 tokens: 128x128 and
+// 128x64 tiles need about one workgroup per SM to beat 64x32 (e.g. Q4_K
+// 4096x2048: 10.6 / 15.4 / 12.3 TFLOP/s with 64 / 128 / 512 workgroups).
+constexpr uint64_t kMinGroups = 128;
+const Tile& dense_tile(uint32_t nrows, uint32_t n_tokens) {
+  if (n_tokens <= kTiny.bn) return kTiny;
+  for (const Tile* t : {&kLarge, &kMedium}) {
+    const uint64_t token_tiles = (n_tokens + t->bn - 1) / t->bn;
+    if (n_tokens >= t->bn && groups(nrows, *t, token_tiles) >= kMinGroups) return *t;
+  }
+  return kSmall;
+}
+
+void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
+  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: gemm ") + what + " binding is empty");
+  if (end_bytes > b.range)
+    throw Error(std::string("internal error: gemm ") + what + " needs " + std::to_string(end_bytes) +
+                " bytes but its binding covers " + std::to_string(b.range));
+}
+
+// Validates what every path relies on; returns the type's layout.
+const GemmType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
+  const GemmType* L = gemm_type(a.type);
+  if (!L) throw Error(std::string("no GPU GEMM for weight type ") + type_name(a.type));
+  const uint32_t mult = std::max(L->block, kBK);
+  if (a.ncols == 0 || a.ncols % mult != 0)
+    throw Error("gemm: ncols " + std::to_string(a.ncols) + " is not a positive multiple of " + std::to_string(mult) +
+                " for " + type_name(a.type));
+  if (a.nrows == 0) throw Error("gemm: nrows is 0");
+  if (a.w.offset % L->unit != 0 || a.w_offset % L->unit != 0)
+    throw Error(std::string("internal error: gemm weights of type ") + type_name(a.type) + " must be " +
+                std::to_string(L->unit) + "-byte aligned");
+  if (a.x_offset % 4 != 0 || a.x_stride % 4 != 0)
+    throw Error("internal error: gemm x_offset and x_stride must be multiples of 4 floats");
+  // Rows of X read and of Y written.
+  const uint32_t x_rows = ids ? (ids->gather_x ? ids->layout.n_tokens : ids->layout.max_slots()) : a.n_tokens;
+  const uint32_t y_rows = ids ? ids->layout.max_slots() : a.n_tokens;
+  if (y_rows > 1 && a.y_stride < a.nrows)
+    throw Error("internal error: gemm y_stride " + std::to_string(a.y_stride) + " is below nrows " +
+                std::to_string(a.nrows) + " (outputs would overlap)");
+  if (y_rows == 0) return *L;  // nothing to compute
+  if (x_rows == 0) throw Error("internal error: gemm_ids gathers from 0 tokens");
+  const uint64_t matrix_bytes = uint64_t(row_bytes(a.type, a.ncols)) * a.nrows;
+  uint64_t w_end = a.w_offset + matrix_bytes;
+  if (ids) {
+    if (ids->n_experts == 0) throw Error("internal error: gemm_ids with n_experts = 0");
+    if (ids->expert_stride % L->unit != 0)
+      throw Error("internal error: gemm_ids expert_stride breaks the weight alignment");
+    if (ids->n_experts > 1 && ids->expert_stride < matrix_bytes)
+      throw Error("internal error: gemm_ids expert_stride is smaller than one expert");
+    w_end += (ids->n_experts - 1) * ids->expert_stride;
+    check_range("table", ids->table, ids->layout.bytes());
+  }
+  check_range("weights", a.w, w_end);
+  if (w_end / L->unit > UINT32_MAX) throw Error("internal error: gemm weights exceed the shader's offset range");
+  check_range("x", a.x, (uint64_t(a.x_offset) + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * 4);
+  check_range("y", a.y, (uint64_t(a.y_offset) + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * 4);
+  return *L;
+}
+
+GemmPath resolve(const Context& ctx, GemmPath p, GgmlType t) {
+  if (p == GemmPath::Auto) {
+    if (gemm_coopmat_available(ctx, t)) return GemmPath::CoopMat;
+    if (gemm_int8_available(ctx, t)) return GemmPath::Int8Dot;
+    return GemmPath::Tiled;
+  }
+  if (!gemm_path_available(ctx, p, t))
+    throw Error(std::string("gemm: the ") + gemm_path_name(p) + " path is not available for " + type_name(t) +
+                " on this device");
+  return p;
+}
+
+void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GemmType& L) {
+  const DeviceInfo& dev = rec.context().info();
+  const uint32_t cols = ids ? ids->layout.max_tiles : a.n_tokens;
+  if (cols == 0) return;
+  const Tile& t = ids ? kIds : dense_tile(a.nrows, a.n_tokens);
+  const uint32_t gx = (a.nrows + t.bm - 1) / t.bm;
+  const uint32_t gy = ids ? cols : (cols + t.bn - 1) / t.bn;
+  if (gx > dev.max_workgroup_count[0] || gy > dev.max_workgroup_count[1])
+    throw Error("internal error: gemm grid " + std::to_string(gx) + "x" + std::to_string(gy) +
+                " exceeds the device's workgroup count limits");
+  if (t.wg > dev.max_workgroup_invocations) throw Error("gemm: the device allows too few threads per workgroup");
+
+  GemmPush push{};
+  push.ncols = a.ncols;
+  push.nrows = a.nrows;
+  push.n_tokens = ids ? ids->layout.n_tokens : a.n_tokens;
+  push.w_offset = static_cast<uint32_t>(a.w_offset / L.unit);
+  push.x_offset = a.x_offset;
+  push.x_stride = a.x_stride;
+  push.y_offset = a.y_offset;
+  push.y_stride = a.y_stride;
+  push.accumulate = a.accumulate ? 1 : 0;
+  Context& ctx = rec.context();
+  if (ids) {
+    push.expert_stride = static_cast<uint32_t>(ids->expert_stride / L.unit);
+    push.n_experts = ids->n_experts;
+    push.gather_x = ids->gather_x ? 1 : 0;
+    push.count_off = ids->layout.count_off;
+    push.tile_expert_off = ids->layout.tile_expert_off;
+    push.slot_token_off = ids->layout.slot_token_off;
+    const Pipeline& p = ctx.pipeline(std::string("gemm_ids_") + L.suffix, 4, sizeof(GemmPush), t.spec());
+    rec.dispatch(p, {a.w, a.x, a.y, ids->table}, push, gx, gy);
+  } else {
+    const Pipeline& p = ctx.pipeline(std::string("gemm_") + L.suffix, 3, sizeof(GemmPush), t.spec());
+    rec.dispatch(p, {a.w, a.x, a.y}, push, gx, gy);
+  }
+}
+
+void record(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GemmConfig& cfg) {
+  const GemmType& L = validate(a, ids);
+  switch (resolve(rec.context(), cfg.path, a.type)) {
+    case GemmPath::CoopMat: return record_gemm_coopmat(rec, a, ids);
+    case GemmPath::Int8Dot: return record_gemm_int8(rec, a, ids);
+    default: return record_tiled(rec, a, ids, L);
+  }
+}
+
+}  // namespace
+
+const char* gemm_path_name(GemmPath p) {
+  switch (p) {
+    case GemmPath::Auto: return "auto";
+    case GemmPath::Tiled: return "tiled";
+    case GemmPath::Int8Dot: return "int8";
+    case GemmPath::CoopMat: return "coopmat";
+  }
+  return "?";
+}
+
+bool gemm_supported(GgmlType t) { return gemm_type(t) != nullptr; }
+
+bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t) {
+  if (!gemm_supported(t)) return false;
+  switch (p) {
+    case GemmPath::Auto:
+    case GemmPath::Tiled: return true;
+    case GemmPath::Int8Dot: return gemm_int8_available(ctx, t);
+    case GemmPath::CoopMat: return gemm_coopmat_available(ctx, t);
+  }
+  return false;
+}
+
+void record_gemm(Recorder& rec, const GemmArgs& a, const GemmConfig& cfg) { record(rec, a, nullptr, cfg); }
+
+void record_gemm_ids(Recorder& rec, const GemmIdsArgs& a, const GemmConfig& cfg) { record(rec, a, &a, cfg); }
+
+}  // namespace vkmoe::vk

@@ -1,0 +1,9 @@
+# Tiled GEMM (engine/vulkan/vk_gemm.cpp): gemm_<type> and the expert-grouped
+# gemm_ids_<type> over a MoeTable. WTYPE ids as in matvec.comp.
+foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
+  string(REPLACE ":" ";" tv ${t})
+  list(GET tv 0 tname)
+  list(GET tv 1 tid)
+  vkmoe_shader(gemm_${tname} gemm.comp WTYPE=${tid})
+  vkmoe_shader(gemm_ids_${tname} gemm.comp WTYPE=${tid} INDEXED=1)
+endforeach()

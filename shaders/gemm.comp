@@ -1,0 +1,305 @@
+#version 450
+// Tiled GEMM over ggml-layout weights (see engine/vulkan/vk_gemm.h):
+//   Y[n][r] = (accumulate ? Y[n][r] : 0) + W[r] . X[n]
+// Compile-time: WTYPE (weight type, as in matvec.comp), INDEXED (expert-grouped
+// product over a MoeTable: tile y of the grid is table tile y, BN = its slots).
+// Specialization: 0 = workgroup size WG, 1 = BM rows, 2 = BN tokens, 3 = BK
+// (multiple of 16), 4 = TM rows and 5 = TN tokens per thread (multiples of 4, <= 8).
+// Needs BM*BK/16 and BN*BK/4 to be multiples of WG (at most 4 each per thread),
+// and WG = (BM/TM) * (BN/TN).
+//
+// A workgroup owns a BM x BN tile of Y. Per BK step it dequantizes a BM x BK
+// weight tile and copies a BN x BK activation tile into shared memory, both
+// k-major (tile[k][row]), so the inner loop reads TM/4 + TN/4 vec4s per k for
+// TM*TN FMAs. A thread's rows are TM/4 groups of 4 spaced BM/TM vec4s apart
+// (tokens likewise), so neighbouring threads read neighbouring vec4s: no bank
+// conflicts. The next step's global loads are issued before the current step
+// is computed, and kept raw (packed quants) in registers until stored.
+#extension GL_EXT_control_flow_attributes : require
+
+#define WT_F32 1
+#define WT_F16 2
+#define WT_BF16 3
+#define WT_Q8_0 4
+#define WT_Q4_K 5
+#define WT_Q5_K 6
+#define WT_Q6_K 7
+
+#ifndef INDEXED
+#define INDEXED 0
+#endif
+
+// QK: elements per block; BU: load units per block (uvec4, or uint16 for W16 types).
+#if WTYPE == WT_F32
+#define QK 4
+#define BU 1
+#elif WTYPE == WT_F16 || WTYPE == WT_BF16
+#define QK 8
+#define BU 1
+#elif WTYPE == WT_Q8_0
+#define QK 32
+#define BU 17
+#define W16 1
+#elif WTYPE == WT_Q4_K
+#define QK 256
+#define BU 9
+#elif WTYPE == WT_Q5_K
+#define QK 256
+#define BU 11
+#elif WTYPE == WT_Q6_K
+#define QK 256
+#define BU 105
+#define W16 1
+#else
+#error "unknown WTYPE"
+#endif
+
+#ifdef W16
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 32;
+layout(constant_id = 3) const uint BK = 32;
+layout(constant_id = 4) const uint TM = 4;
+layout(constant_id = 5) const uint TN = 4;
+
+#ifdef W16
+layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
+#else
+layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
+#endif
+layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+layout(set = 0, binding = 2) buffer Y { float y[]; };
+#if INDEXED
+layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
+#endif
+
+// Must match GemmPush in engine/vulkan/vk_gemm.cpp. w_offset and
+// expert_stride are in load units (16 bytes, or 2 for W16 types).
+layout(push_constant) uniform Push {
+  uint ncols, nrows, n_tokens, w_offset;
+  uint x_offset, x_stride, y_offset, y_stride;
+  uint accumulate, expert_stride, n_experts, gather_x;
+  uint count_off, tile_expert_off, slot_token_off, unused;
+} p;
+
+const uint MAX_CH = 4;  // weight / activation chunks per thread
+const uint MAX_T = 8;   // TM, TN
+
+shared vec4 As[BK * BM / 4];  // As[k * BM/4 + m/4][m%4]
+shared vec4 Bs[BK * BN / 4];
+
+// Raw weight bytes of one 16-element chunk of a row.
+struct Raw {
+  uvec4 a, b, c, d;
+};
+
+#ifdef W16
+uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
+uvec4 ld128(uint i) { return uvec4(ld32(i), ld32(i + 2), ld32(i + 4), ld32(i + 6)); }
+#endif
+
+// Loads the chunk of elements [e0, e0 + 16) of the row at load unit rb.
+Raw fetch_w(uint rb, uint e0) {
+  Raw r;
+#if WTYPE == WT_F32
+  const uint i = rb + e0 / 4;
+  r.a = w4[i];
+  r.b = w4[i + 1];
+  r.c = w4[i + 2];
+  r.d = w4[i + 3];
+#elif WTYPE == WT_F16 || WTYPE == WT_BF16
+  const uint i = rb + e0 / 8;
+  r.a = w4[i];
+  r.b = w4[i + 1];
+#elif WTYPE == WT_Q8_0
+  // Block: d (f16), qs[32]; the chunk is qs[16h, 16h + 16).
+  const uint base = rb + (e0 / 32) * BU;
+  r.a.x = uint(w2[base]);
+  r.b = ld128(base + 1 + 8 * ((e0 / 16) & 1u));
+#elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
+  // Elements 64j + l / 64j + 32 + l are the low / high nibbles of qs[32j + l].
+  const uint base = rb + (e0 / 256) * BU, w = e0 % 256, half16 = (w / 16) & 1u;
+  r.a = w4[base];  // d, dmin, scales[12]
+#if WTYPE == WT_Q4_K
+  r.b = w4[base + 1 + 2 * (w / 64) + half16];
+#else
+  r.c = w4[base + 1 + half16];                 // qh[16 * half16, +16)
+  r.b = w4[base + 3 + 2 * (w / 64) + half16];  // qs @48
+#endif
+#elif WTYPE == WT_Q6_K
+  // Block: ql[128] @0, qh[64] @128, scales[16] @192, d @208. Element
+  // 128n + 32m + l: low bits in ql[64n + 32(m&1) + l] (nibble m>>1), high bits
+  // in qh[32n + l] (bits 2m), scale scales[8n + l/16 + 2m].
+  const uint base = rb + (e0 / 256) * BU, w = e0 % 256;
+  const uint n = w / 128, m = (w / 32) & 3u, l0 = w % 32;
+  r.a = ld128(base + 32 * n + 16 * (m & 1u) + l0 / 2);
+  r.b = ld128(base + 64 + 16 * n + l0 / 2);
+  r.c.x = uint(w2[base + 96 + 4 * n + m]);
+  r.c.y = uint(w2[base + 104]);
+#endif
+  return r;
+}
+
+#if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
+uint hbyte(uvec4 h, uint i) { return bitfieldExtract(h[1 + i / 4], int(8 * (i % 4)), 8); }
+// Scale and min of sub-block j (ggml's get_scale_min_k4), times d and dmin.
+vec2 k_scale_min(uvec4 h, uint j) {
+  uint sc, mn;
+  if (j < 4) {
+    sc = hbyte(h, j) & 63u;
+    mn = hbyte(h, j + 4) & 63u;
+  } else {
+    sc = (hbyte(h, j + 4) & 0xFu) | ((hbyte(h, j - 4) >> 6) << 4);
+    mn = (hbyte(h, j + 4) >> 4) | ((hbyte(h, j) >> 6) << 4);
+  }
+  const vec2 dm = unpackHalf2x16(h.x);
+  return vec2(dm.x * float(sc), dm.y * float(mn));
+}
+#endif
+
+// Byte i (0..15) of a uvec4.
+uint byte16(uvec4 v, uint i) { return bitfieldExtract(v[i / 4], int(8 * (i % 4)), 8); }
+
+// Element t (0..15) of the chunk starting at row element e0.
+float dequant(Raw r, uint e0, uint t) {
+#if WTYPE == WT_F32
+  const uvec4 v = t < 4 ? r.a : t < 8 ? r.b : t < 12 ? r.c : r.d;
+  return uintBitsToFloat(v[t % 4]);
+#elif WTYPE == WT_F16
+  const uint v = (t < 8 ? r.a : r.b)[(t % 8) / 2];
+  return unpackHalf2x16(v)[t % 2];
+#elif WTYPE == WT_BF16
+  const uint v = (t < 8 ? r.a : r.b)[(t % 8) / 2];
+  return uintBitsToFloat((t % 2) == 0 ? v << 16 : v & 0xFFFF0000u);
+#elif WTYPE == WT_Q8_0
+  return unpackHalf2x16(r.a.x).x * float(bitfieldExtract(int(r.b[t / 4]), int(8 * (t % 4)), 8));
+#elif WTYPE == WT_Q4_K
+  const uint w = e0 % 256;
+  const vec2 sm = k_scale_min(r.a, w / 32);
+  const uint q = (byte16(r.b, t) >> (4 * ((w / 32) & 1u))) & 0xFu;
+  return sm.x * float(q) - sm.y;
+#elif WTYPE == WT_Q5_K
+  const uint w = e0 % 256, j = w / 32;
+  const vec2 sm = k_scale_min(r.a, j);
+  const uint q = ((byte16(r.b, t) >> (4 * (j & 1u))) & 0xFu) | (((byte16(r.c, t) >> j) & 1u) << 4);
+  return sm.x * float(q) - sm.y;
+#elif WTYPE == WT_Q6_K
+  const uint w = e0 % 256, m = (w / 32) & 3u;
+  const uint q = ((byte16(r.a, t) >> (4 * (m >> 1))) & 0xFu) | (((byte16(r.b, t) >> (2 * m)) & 3u) << 4);
+  const float sc = float(bitfieldExtract(int(r.c.x), int(8 * ((w % 32) / 16)), 8));
+  return unpackHalf2x16(r.c.y).x * sc * float(int(q) - 32);
+#endif
+}
+
+void main() {
+  const uint WG = gl_WorkGroupSize.x;
+  const uint A_CH = BM * BK / 16 / WG, B_CH = BN * BK / 4 / WG;
+  const uint tid = gl_LocalInvocationID.x;
+  const uint tx = tid % (BN / TN), ty = tid / (BN / TN);
+  const uint m0 = gl_WorkGroupID.x * BM;
+  uint wbase = p.w_offset;
+#if INDEXED
+  const uint tile = gl_WorkGroupID.y;
+  if (tile >= uint(table[p.count_off])) return;
+  const int expert = table[p.tile_expert_off + tile];
+  if (expert < 0 || uint(expert) >= p.n_experts) return;
+  wbase += uint(expert) * p.expert_stride;
+#endif
+  const uint n0 = gl_WorkGroupID.y * BN;
+  const uint row_units = p.ncols / QK * BU;
+
+  // Weight chunk c = tid + i*WG: row c % BM, elements [16 * (c / BM), +16) of
+  // the BK step. Rows past the end re-read the last row (results discarded).
+  uint a_row[MAX_CH];
+  [[unroll]] for (uint i = 0; i < MAX_CH; ++i) {
+    const uint c = tid + i * WG;
+    a_row[i] = wbase + min(m0 + c % BM, p.nrows - 1) * row_units;
+  }
+  // Activation chunk c: token column c % BN, elements [4 * (c / BN), +4).
+  uint b_row[MAX_CH];
+  bool b_ok[MAX_CH];
+  [[unroll]] for (uint i = 0; i < MAX_CH; ++i) {
+    const uint n = n0 + (tid + i * WG) % BN;
+#if INDEXED
+    const int tok = table[p.slot_token_off + n];
+    b_ok[i] = tok >= 0;
+    const uint src = p.gather_x != 0 ? min(uint(max(tok, 0)), p.n_tokens - 1) : n;
+#else
+    b_ok[i] = true;
+    const uint src = min(n, p.n_tokens - 1);
+#endif
+    b_row[i] = (p.x_offset + src * p.x_stride) / 4;
+  }
+
+  float acc[MAX_T * MAX_T];
+  [[unroll]] for (uint i = 0; i < MAX_T * MAX_T; ++i) acc[i] = 0.0;
+
+  Raw ra[MAX_CH];
+  vec4 rb[MAX_CH];
+  const uint nk = p.ncols / BK;
+  [[unroll]] for (uint i = 0; i < MAX_CH; ++i) {
+    if (i < A_CH) ra[i] = fetch_w(a_row[i], 16 * ((tid + i * WG) / BM));
+    if (i < B_CH) rb[i] = b_ok[i] ? x4[b_row[i] + (tid + i * WG) / BN] : vec4(0.0);
+  }
+  for (uint kt = 0; kt < nk; ++kt) {
+    const uint k0 = kt * BK;
+    barrier();
+    [[unroll]] for (uint i = 0; i < MAX_CH; ++i) {
+      if (i < A_CH) {
+        const uint c = tid + i * WG, m = c % BM, kc = c / BM;
+        [[unroll]] for (uint t = 0; t < 16; ++t) {
+          const uint s = (16 * kc + t) * BM + m;
+          As[s / 4][s % 4] = dequant(ra[i], k0 + 16 * kc, t);
+        }
+      }
+      if (i < B_CH) {
+        const uint c = tid + i * WG, n = c % BN, kq = c / BN;
+        [[unroll]] for (uint t = 0; t < 4; ++t) {
+          const uint s = (4 * kq + t) * BN + n;
+          Bs[s / 4][s % 4] = rb[i][t];
+        }
+      }
+    }
+    barrier();
+    if (kt + 1 < nk) {
+      const uint k1 = k0 + BK;
+      [[unroll]] for (uint i = 0; i < MAX_CH; ++i) {
+        if (i < A_CH) ra[i] = fetch_w(a_row[i], k1 + 16 * ((tid + i * WG) / BM));
+        if (i < B_CH) rb[i] = b_ok[i] ? x4[b_row[i] + (k1 + 4 * ((tid + i * WG) / BN)) / 4] : vec4(0.0);
+      }
+    }
+    [[unroll]] for (uint k = 0; k < BK; ++k) {
+      vec4 a[MAX_T / 4], b[MAX_T / 4];
+      [[unroll]] for (uint i = 0; i < MAX_T / 4; ++i)
+        if (i < TM / 4) a[i] = As[k * (BM / 4) + i * (BM / TM) + ty];
+      [[unroll]] for (uint j = 0; j < MAX_T / 4; ++j)
+        if (j < TN / 4) b[j] = Bs[k * (BN / 4) + j * (BN / TN) + tx];
+      [[unroll]] for (uint i = 0; i < MAX_T; ++i)
+        [[unroll]] for (uint j = 0; j < MAX_T; ++j)
+          if (i < TM && j < TN) acc[i * MAX_T + j] = fma(a[i / 4][i % 4], b[j / 4][j % 4], acc[i * MAX_T + j]);
+    }
+  }
+
+  // Thread rows 4 * (i4 * BM/TM + ty) + (i % 4), tokens likewise.
+  [[unroll]] for (uint j = 0; j < MAX_T; ++j) {
+    if (j >= TN) continue;
+    const uint n = n0 + 4 * ((j / 4) * (BN / TN) + tx) + j % 4;
+#if INDEXED
+    if (table[p.slot_token_off + n] < 0) continue;
+#else
+    if (n >= p.n_tokens) continue;
+#endif
+    const uint yb = p.y_offset + n * p.y_stride;
+    [[unroll]] for (uint i = 0; i < MAX_T; ++i) {
+      const uint r = m0 + 4 * ((i / 4) * (BM / TM) + ty) + i % 4;
+      if (i < TM && r < p.nrows) {
+        const float v = acc[i * MAX_T + j];
+        y[yb + r] = p.accumulate != 0 ? y[yb + r] + v : v;
+      }
+    }
+  }
+}

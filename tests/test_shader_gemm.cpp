@@ -1,0 +1,426 @@
+// Tiled GEMM shaders (shaders/gemm.comp, GemmPath::Tiled) vs. a scalar
+// double-precision reference over dequantize_row (runs on lavapipe).
+// Tolerance per output: 1e-4 * (sum_i |w_i x_i| + |y0| when accumulating) + 1e-5
+// (f32 sums in another order), as for the matvec tests.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "cpu/quant.h"
+#include "engine/vulkan/vk_gemm.h"
+#include "engine/vulkan/vk_runtime.h"
+#include "tools/bench_shaders.h"
+
+using namespace vkmoe;
+using namespace vkmoe::vk;
+
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+Context& shared_context() {
+  static std::unique_ptr<Context> ctx = Context::create();
+  return *ctx;
+}
+
+const GemmConfig kTiled{GemmPath::Tiled};
+
+// A random weight matrix: its bytes and its dequantized rows.
+struct QMatrix {
+  uint32_t ncols = 0, nrows = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;  // nrows * ncols
+};
+
+// Random valid blocks (every quant bit pattern, random 6-bit scales and
+// mins), with the blocks' f16 scales set to random finite values; float
+// types get normal values. Cheaper than quantize_row for large matrices.
+QMatrix random_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows) {
+  QMatrix m{ncols, nrows, {}, {}};
+  const size_t rb = row_bytes(t, ncols), n = size_t(ncols) * nrows;
+  m.bytes.resize(rb * nrows);
+  m.deq.resize(n);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+  auto put16 = [&](size_t off, uint16_t v) { std::memcpy(m.bytes.data() + off, &v, 2); };
+  if (t == GgmlType::F32) {
+    for (size_t i = 0; i < n; ++i) {
+      const float v = nd(rng);
+      std::memcpy(m.bytes.data() + 4 * i, &v, 4);
+    }
+  } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
+    for (size_t i = 0; i < n; ++i) put16(2 * i, t == GgmlType::F16 ? fp32_to_fp16(nd(rng)) : fp32_to_bf16(nd(rng)));
+  } else {
+    for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
+    const size_t bb = type_traits(t).type_size, blocks = m.bytes.size() / bb;
+    for (size_t b = 0; b < blocks; ++b) {
+      const size_t o = b * bb;
+      switch (t) {
+        case GgmlType::Q8_0: put16(o, fp32_to_fp16(scale(rng))); break;
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K:  // d, dmin
+          put16(o, fp32_to_fp16(scale(rng)));
+          put16(o + 2, fp32_to_fp16(scale(rng)));
+          break;
+        case GgmlType::Q6_K: put16(o + 208, fp32_to_fp16(scale(rng))); break;
+        default: break;
+      }
+    }
+  }
+  for (uint32_t r = 0; r < nrows; ++r)
+    dequantize_row(t, m.bytes.data() + r * rb, m.deq.data() + size_t(r) * ncols, ncols);
+  return m;
+}
+
+std::vector<float> random_floats(std::mt19937& rng, size_t n) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& f : v) f = nd(rng);
+  return v;
+}
+
+// Checks y[yi] = W[r] . x (+ y0[yi]) within the stated tolerance.
+::testing::AssertionResult near_ref(const QMatrix& m, uint32_t r, const float* x, float got, float y0,
+                                    bool accumulate) {
+  // Four partial sums (ncols is a multiple of 4) keep the loop fast.
+  double ref4[4] = {}, mag4[4] = {};
+  const float* w = m.deq.data() + size_t(r) * m.ncols;
+  for (uint32_t i = 0; i < m.ncols; i += 4)
+    for (uint32_t j = 0; j < 4; ++j) {
+      const double p = double(w[i + j]) * x[i + j];
+      ref4[j] += p;
+      mag4[j] += std::fabs(p);
+    }
+  const double ref = (accumulate ? y0 : 0.0) + (ref4[0] + ref4[1]) + (ref4[2] + ref4[3]);
+  const double mag = (accumulate ? std::fabs(y0) : 0.0) + (mag4[0] + mag4[1]) + (mag4[2] + mag4[3]);
+  const double tol = 1e-4 * mag + 1e-5;
+  if (std::fabs(got - ref) <= tol) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "got " << got << ", reference " << ref << ", tolerance " << tol;
+}
+
+struct DenseCase {
+  uint32_t ncols, nrows, n_tokens;
+  bool accumulate;
+};
+
+void check_dense(std::mt19937& rng, GgmlType t, const DenseCase& c) {
+  SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(c.ncols) + "x" + std::to_string(c.nrows) + " tokens " +
+               std::to_string(c.n_tokens) + (c.accumulate ? " accumulate" : ""));
+  Context& ctx = shared_context();
+  const QMatrix m = random_matrix(rng, t, c.ncols, c.nrows);
+  // Non-zero offsets, strides with gaps (x: multiples of 4 floats as required).
+  const uint32_t w_off = 64, x_off = 8, x_stride = c.ncols + 12, y_off = 5, y_stride = c.nrows + 3;
+  const std::vector<float> x = random_floats(rng, x_off + size_t(x_stride) * c.n_tokens);
+  const std::vector<float> y0 = random_floats(rng, y_off + size_t(y_stride) * c.n_tokens + 2);
+  Buffer wb = ctx.create_buffer(w_off + m.bytes.size(), MemoryKind::Device, "w");
+  Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
+  Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
+  ctx.write_buffer(wb, w_off, m.bytes.data(), m.bytes.size());
+  ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
+  ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
+
+  GemmArgs a;
+  a.type = t;
+  a.ncols = c.ncols;
+  a.nrows = c.nrows;
+  a.n_tokens = c.n_tokens;
+  a.w = BufferRange(wb);
+  a.w_offset = w_off;
+  a.x = BufferRange(xb);
+  a.x_offset = x_off;
+  a.x_stride = x_stride;
+  a.y = BufferRange(yb);
+  a.y_offset = y_off;
+  a.y_stride = y_stride;
+  a.accumulate = c.accumulate;
+  Recorder rec(ctx);
+  rec.begin();
+  record_gemm(rec, a, kTiled);
+  rec.submit().wait();
+  std::vector<float> y(y0.size());
+  ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+
+  for (size_t i = 0; i < y.size(); ++i) {
+    const bool out = i >= y_off && (i - y_off) / y_stride < c.n_tokens && (i - y_off) % y_stride < c.nrows;
+    if (!out) {
+      ASSERT_EQ(y[i], y0[i]) << "y[" << i << "] is outside the output but changed";
+    }
+  }
+  for (uint32_t n = 0; n < c.n_tokens; ++n)
+    for (uint32_t r = 0; r < c.nrows; ++r) {
+      const size_t yi = y_off + size_t(n) * y_stride + r;
+      ASSERT_TRUE(near_ref(m, r, x.data() + x_off + size_t(n) * x_stride, y[yi], y0[yi], c.accumulate))
+          << "token " << n << " row " << r;
+    }
+}
+
+// A MoeTable built on the host: tokens routed to k random distinct experts
+// among the first n_used of n_experts; each expert's slots padded to whole
+// tiles (-1 tokens); one extra tile with expert -1 (skipped although its slots
+// name tokens) and, past the used count, tiles that must not run.
+struct HostTable {
+  MoeTableLayout layout;
+  std::vector<uint32_t> words;
+  uint32_t used_tiles = 0;
+  int32_t tile_expert(uint32_t i) const { return int32_t(words[layout.tile_expert_off + i]); }
+  int32_t slot_token(uint32_t s) const { return int32_t(words[layout.slot_token_off + s]); }
+};
+
+HostTable build_table(std::mt19937& rng, uint32_t n_tokens, uint32_t k, uint32_t n_experts, uint32_t n_used) {
+  HostTable h;
+  h.layout = MoeTableLayout::make(n_tokens, k, n_experts + 1);  // + the skipped tile's group
+  const MoeTableLayout& l = h.layout;
+  h.words.assign(l.words, kMoeNoSlot);
+  std::vector<std::vector<uint32_t>> by_expert(n_experts);
+  std::vector<uint32_t> experts(n_used);
+  for (uint32_t e = 0; e < n_used; ++e) experts[e] = e;
+  for (uint32_t tok = 0; tok < n_tokens; ++tok) {
+    std::shuffle(experts.begin(), experts.end(), rng);
+    for (uint32_t j = 0; j < k; ++j) by_expert[experts[j]].push_back(tok * k + j);
+  }
+  uint32_t tile = 0;
+  auto add_tile = [&](int32_t expert, const std::vector<int32_t>& tokens) {
+    h.words[l.tile_expert_off + tile] = uint32_t(expert);
+    for (uint32_t s = 0; s < kMoeTileRows; ++s)
+      h.words[l.slot_token_off + tile * kMoeTileRows + s] = uint32_t(s < tokens.size() ? tokens[s] : -1);
+    ++tile;
+  };
+  for (uint32_t e = 0; e < n_experts; ++e) {
+    const auto& pairs = by_expert[e];
+    for (size_t b = 0; b < pairs.size(); b += kMoeTileRows) {
+      std::vector<int32_t> tokens;
+      for (size_t i = b; i < std::min(pairs.size(), b + kMoeTileRows); ++i) {
+        tokens.push_back(int32_t(pairs[i] / k));
+        h.words[l.pair_slot_off + pairs[i]] = tile * kMoeTileRows + uint32_t(i - b);
+      }
+      add_tile(int32_t(e), tokens);
+    }
+    if (e == 0) add_tile(-1, {0, 1, 2});  // skipped: its slots must stay untouched
+  }
+  h.used_tiles = tile;
+  h.words[l.count_off] = tile;
+  EXPECT_LE(tile, l.max_tiles);
+  // Tiles past the count hold a valid-looking expert and tokens: must not run.
+  while (tile < l.max_tiles) add_tile(0, {0, 1});
+  return h;
+}
+
+void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
+               bool gather_x, bool accumulate) {
+  SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
+               std::to_string(n_tokens) + " k " + std::to_string(k) + (gather_x ? " gather_x" : " slot x") +
+               (accumulate ? " accumulate" : ""));
+  Context& ctx = shared_context();
+  const uint32_t n_experts = 7, n_used = 5;  // experts 5 and 6 receive no tokens
+  const HostTable h = build_table(rng, n_tokens, k, n_experts, n_used);
+  const MoeTableLayout& l = h.layout;
+  std::vector<QMatrix> experts;
+  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(random_matrix(rng, t, ncols, nrows));
+  const size_t ebytes = experts[0].bytes.size(), stride = (ebytes + 15) / 16 * 16 + 32, w_off = 16;
+  Buffer wb = ctx.create_buffer(w_off + stride * n_experts, MemoryKind::Device, "experts");
+  for (uint32_t e = 0; e < n_experts; ++e) ctx.write_buffer(wb, w_off + e * stride, experts[e].bytes.data(), ebytes);
+
+  const uint32_t x_rows = gather_x ? n_tokens : l.max_slots();
+  const uint32_t x_off = 4, x_stride = ncols + 4, y_off = 3, y_stride = nrows + 1;
+  const std::vector<float> x = random_floats(rng, x_off + size_t(x_stride) * x_rows);
+  const std::vector<float> y0 = random_floats(rng, y_off + size_t(y_stride) * l.max_slots());
+  Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
+  Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
+  Buffer tb = ctx.create_buffer(l.bytes() + 64, MemoryKind::Device, "table");
+  ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
+  ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
+  ctx.write_buffer(tb, 64, h.words.data(), l.bytes());
+
+  GemmIdsArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.w = BufferRange(wb);
+  a.w_offset = w_off;
+  a.x = BufferRange(xb);
+  a.x_offset = x_off;
+  a.x_stride = x_stride;
+  a.y = BufferRange(yb);
+  a.y_offset = y_off;
+  a.y_stride = y_stride;
+  a.accumulate = accumulate;
+  a.table = BufferRange(tb, 64, l.bytes());
+  a.layout = l;
+  a.expert_stride = stride;
+  a.n_experts = n_experts;
+  a.gather_x = gather_x;
+  Recorder rec(ctx);
+  rec.begin();
+  record_gemm_ids(rec, a, kTiled);
+  rec.submit().wait();
+  std::vector<float> y(y0.size());
+  ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+
+  std::vector<bool> written(y.size(), false);
+  uint32_t checked = 0;
+  for (uint32_t i = 0; i < h.used_tiles; ++i) {
+    const int32_t e = h.tile_expert(i);
+    if (e < 0) continue;
+    for (uint32_t s = i * kMoeTileRows; s < (i + 1) * kMoeTileRows; ++s) {
+      const int32_t tok = h.slot_token(s);
+      if (tok < 0) continue;
+      const float* xs = x.data() + x_off + size_t(gather_x ? uint32_t(tok) : s) * x_stride;
+      for (uint32_t r = 0; r < nrows; ++r) {
+        const size_t yi = y_off + size_t(s) * y_stride + r;
+        written[yi] = true;
+        ASSERT_TRUE(near_ref(experts[e], r, xs, y[yi], y0[yi], accumulate))
+            << "tile " << i << " expert " << e << " slot " << s << " token " << tok << " row " << r;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, n_tokens * k);
+  for (size_t i = 0; i < y.size(); ++i)
+    if (!written[i]) {
+      ASSERT_EQ(y[i], y0[i]) << "y[" << i << "] changed but is no computed slot row";
+    }
+}
+
+class ShaderGemm : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+  }
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+};
+
+}  // namespace
+
+// Every tile shape the dispatcher picks: decode-sized (1, 7, 8 tokens), small
+// (33, 100 tokens), medium (70 tokens over 8200 rows) and large (130 tokens
+// over 8100 rows); row counts that are no multiple of any tile; accumulate on/off.
+TEST_P(ShaderGemm, Dense) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  const DenseCase cases[] = {{512, 37, 1, false},    {768, 69, 7, true},    {2304, 45, 8, true},
+                             {256, 130, 33, false},  {512, 100, 100, true}, {256, 8200, 70, true},
+                             {256, 8100, 130, false}};
+  for (const auto& c : cases) check_dense(rng_, t, c);
+}
+
+// Expert-grouped product over a host-built MoeTable: gathered and
+// slot-indexed x, accumulate, row counts that are no multiple of the tile.
+TEST_P(ShaderGemm, Indexed) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  check_ids(rng_, t, 512, 70, 37, 3, true, false);
+  check_ids(rng_, t, 256, 70, 21, 4, false, true);
+  check_ids(rng_, t, 256, 300, 100, 5, true, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(ShaderGemm, ShaderGemm, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
+
+TEST(ShaderGemmErrors, RejectsBadArguments) {
+  Context& ctx = shared_context();
+  Buffer wb = ctx.create_buffer(1 << 16, MemoryKind::Device, "w");
+  Buffer xb = ctx.create_buffer(1 << 14, MemoryKind::Device, "x");
+  Buffer yb = ctx.create_buffer(1 << 14, MemoryKind::Device, "y");
+  Recorder rec(ctx);
+  rec.begin();
+  GemmArgs a;
+  a.type = GgmlType::Q4_K;
+  a.ncols = 256;
+  a.nrows = 4;
+  a.n_tokens = 3;
+  a.w = BufferRange(wb);
+  a.x = BufferRange(xb);
+  a.x_stride = 256;
+  a.y = BufferRange(yb);
+  a.y_stride = 4;
+  EXPECT_NO_THROW(record_gemm(rec, a, kTiled));
+  GemmArgs bad = a;
+  bad.ncols = 128;  // not a multiple of the block size
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  bad = a;
+  bad.type = GgmlType::F16;
+  bad.ncols = 40;  // not a multiple of the 32-element K step
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  bad = a;
+  bad.w_offset = 8;  // Q4_K needs 16-byte alignment
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  bad = a;
+  bad.x_stride = 258;  // x rows must be vec4-aligned
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  bad = a;
+  bad.y_stride = 3;  // token outputs would overlap
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  bad = a;
+  bad.nrows = 1000;  // past the end of the weights
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  bad = a;
+  bad.n_tokens = 100;  // past the end of x
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  bad = a;
+  bad.type = GgmlType::Q2_K;
+  EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
+  for (GemmPath p : {GemmPath::Int8Dot, GemmPath::CoopMat}) {
+    if (!gemm_path_available(ctx, p, a.type)) {
+      EXPECT_THROW(record_gemm(rec, a, GemmConfig{p}), Error) << gemm_path_name(p);
+    }
+  }
+  EXPECT_TRUE(gemm_path_available(ctx, GemmPath::Tiled, GgmlType::Q6_K));
+  EXPECT_FALSE(gemm_path_available(ctx, GemmPath::Tiled, GgmlType::Q2_K));
+  EXPECT_FALSE(gemm_supported(GgmlType::Q2_K));
+  EXPECT_TRUE(gemm_supported(GgmlType::BF16));
+  EXPECT_STREQ(gemm_path_name(GemmPath::Tiled), "tiled");
+
+  GemmIdsArgs ids;
+  static_cast<GemmArgs&>(ids) = a;
+  ids.layout = MoeTableLayout::make(3, 2, 4);
+  Buffer tb = ctx.create_buffer(ids.layout.bytes(), MemoryKind::Device, "table");
+  ids.table = BufferRange(tb);
+  ids.n_experts = 4;
+  ids.expert_stride = row_bytes(a.type, a.ncols) * a.nrows;
+  EXPECT_NO_THROW(record_gemm_ids(rec, ids, kTiled));
+  GemmIdsArgs bad_ids = ids;
+  bad_ids.n_experts = 1000;  // experts past the end of the weights
+  EXPECT_THROW(record_gemm_ids(rec, bad_ids, kTiled), Error);
+  bad_ids = ids;
+  bad_ids.expert_stride = 8;  // breaks Q4_K alignment
+  EXPECT_THROW(record_gemm_ids(rec, bad_ids, kTiled), Error);
+  bad_ids = ids;
+  bad_ids.table = BufferRange(tb, 0, 16);  // table shorter than its layout
+  EXPECT_THROW(record_gemm_ids(rec, bad_ids, kTiled), Error);
+  rec.discard();
+}
+
+// The GEMM benchmark on tiny settings: one sane row per kernel and shape.
+TEST(ShaderGemmBench, PrintsSaneNumbers) {
+  std::vector<std::string> args = {"bench-shaders", "--kernels", "gemm_q4_k,gemm_f16,gemm_ids", "--gemm-shapes",
+                                   "256x96:40",     "--iters",   "2",                           "--bw-mib",
+                                   "8",             "--experts", "8"};
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  ::testing::internal::CaptureStdout();
+  const int rc = vkmoe::bench_shaders_main(static_cast<int>(argv.size()), argv.data());
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::string line;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    for (std::string s; ls >> s;) tok.push_back(s);
+    if (tok.size() != 6 || tok[0].rfind("gemm_", 0) != 0) continue;
+    ++rows;
+    for (int i = 3; i < 6; ++i) {
+      const double v = std::stod(tok[i]);
+      EXPECT_TRUE(std::isfinite(v) && v > 0) << line;
+    }
+  }
+  EXPECT_EQ(rows, 3) << out;
+}
