@@ -14,5 +14,8 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q $missing
 fi
+# glslang 15 for the cooperative-matrix shaders (cached; optional).
+scripts/build_glslang.sh ||
+  echo "warning: could not build glslang 15 (scripts/build_glslang.sh): building without the cooperative-matrix GEMM" >&2
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)"

@@ -1,12 +1,209 @@
-// Placeholder until the coopmat GEMM path lands (replaced by its implementation).
+// The cooperative-matrix GEMM path (gemm_paths.h, shaders/gemm_coopmat.comp):
+// weights dequantized and activations converted to f16 in shared memory,
+// multiplied with VK_KHR_cooperative_matrix fragments into f32 accumulators.
+// Built only when CMake found glslang 15 (VKMOE_HAVE_COOPMAT_SHADERS; see
+// scripts/build_glslang.sh); the device must list an f16 x f16 -> f32
+// subgroup-scope configuration whose sizes divide the warp tiles.
+//
+// Numerics: each weight and activation is rounded to f16 (relative 2^-11;
+// values beyond +-65504 overflow), products are summed in f32.
+// VKMOE_COOPMAT_TILE=L|M|S|XS forces a workgroup tile (benchmarks).
+#include <cstdlib>
+#include <iterator>
+#include <string>
+
 #include "base/error.h"
 #include "engine/vulkan/gemm_paths.h"
 
 namespace vkmoe::vk {
+namespace {
 
-bool gemm_coopmat_available(const Context&, GgmlType) { return false; }
-void record_gemm_coopmat(Recorder&, const GemmArgs&, const GemmIdsArgs*) {
-  throw Error("the coopmat GEMM path is not built");
+struct CoopType {
+  const char* suffix;
+  uint32_t qk, block_bytes, align;  // elements and bytes per block; weight alignment (bytes)
+};
+
+const CoopType* coop_type(GgmlType t) {
+  static const CoopType f32{"f32", 1, 4, 16}, f16{"f16", 1, 2, 16}, bf16{"bf16", 1, 2, 16},
+      q8_0{"q8_0", 32, 34, 2}, q4_k{"q4_k", 256, 144, 16}, q5_k{"q5_k", 256, 176, 16}, q6_k{"q6_k", 256, 210, 2};
+  switch (t) {
+    case GgmlType::F32: return &f32;
+    case GgmlType::F16: return &f16;
+    case GgmlType::BF16: return &bf16;
+    case GgmlType::Q8_0: return &q8_0;
+    case GgmlType::Q4_K: return &q4_k;
+    case GgmlType::Q5_K: return &q5_k;
+    case GgmlType::Q6_K: return &q6_k;
+    default: return nullptr;
+  }
+}
+
+// Workgroup tile: BM weight rows x BN tokens, subgroups of WM x WN each, BK
+// columns per step.
+struct Tile {
+  const char* name;
+  uint32_t bm, bn, wm, wn, bk;
+};
+constexpr Tile kTiles[] = {{"L", 128, 128, 64, 32, 32}, {"M", 128, 64, 32, 32, 32}, {"S", 64, 64, 32, 32, 64},
+                           {"XS", 64, 32, 32, 16, 64}, {"XS32", 64, 32, 32, 16, 32}};
+// Expert-grouped: one MoE table tile (kMoeTileRows slots) per workgroup column.
+constexpr Tile kIdsTiles[] = {{"L", 128, kMoeTileRows, 32, 16, 32}, {"M", 128, kMoeTileRows, 32, 32, 32},
+                              {"S", 64, kMoeTileRows, 32, 16, 32}};
+
+struct Frag {
+  uint32_t m = 0, n = 0, k = 0;
+};
+
+// The device's f16 -> f32 subgroup fragment that fits every tile (16x16x16 preferred).
+Frag pick_fragment(const DeviceInfo& d) {
+  if (d.has_coopmat(16, 16, 16, kCoopMatF16, kCoopMatF32)) return {16, 16, 16};
+  for (const auto& c : d.coopmat_shapes) {
+    const bool types = c.a_type == kCoopMatF16 && c.b_type == kCoopMatF16 && c.c_type == kCoopMatF32 &&
+                       c.result_type == kCoopMatF32 && c.scope == kCoopMatScopeSubgroup && !c.saturating;
+    // Tiles' WM/WN are multiples of 16 (32 for WM), BK = 32, shared rows in groups of 4.
+    if (types && (c.m == 8 || c.m == 16) && (c.n == 8 || c.n == 16) && (c.k == 8 || c.k == 16 || c.k == 32))
+      return {c.m, c.n, c.k};
+  }
+  return {};
+}
+
+uint32_t shared_bytes(const Tile& t, const Frag& f) {
+  const uint32_t warps = (t.bm / t.wm) * (t.bn / t.wn);
+  return 2 * (t.bm + t.bn) * (t.bk + 8) * 2 + warps * f.m * f.n * 4;
+}
+
+bool tile_fits(const DeviceInfo& d, const Tile& t, const Frag& f) {
+  const uint32_t threads = (t.bm / t.wm) * (t.bn / t.wn) * d.subgroup_size;
+  return threads <= d.max_workgroup_invocations && threads <= d.max_workgroup_size[0] &&
+         shared_bytes(t, f) <= d.max_shared_memory_bytes;
+}
+
+// Must match the push block of gemm_coopmat.comp.
+struct CoopPush {
+  uint32_t ncols, nrows, n_tokens, w_offset;
+  uint32_t x_offset, x_stride, y_offset, y_stride;
+  uint32_t accumulate, x_vec4;
+  uint32_t expert_stride, n_experts, gather_x;
+  uint32_t count_off, tile_expert_off, slot_token_off;
+};
+
+void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
+  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: coopmat GEMM ") + what + " binding is empty");
+  if (end_bytes > b.range)
+    throw Error(std::string("internal error: coopmat GEMM ") + what + " needs " + std::to_string(end_bytes) +
+                " bytes but its binding covers " + std::to_string(b.range));
+  if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: coopmat GEMM ") + what + " range exceeds 4 GiB");
+}
+
+// Default: the fastest measured on an H100 (Q4_K, 512 tokens; scripts/gpu_coopmat_test.sh):
+// dense XS32 (32-43 TFLOP/s vs 7-35 for the others), expert-grouped S (24 vs 13-19).
+// Otherwise the largest fitting tile giving >= 256 workgroups, else the smallest that fits.
+const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols) {
+  const Tile* list = indexed ? kIdsTiles : kTiles;
+  const size_t n = indexed ? std::size(kIdsTiles) : std::size(kTiles);
+  if (const char* force = std::getenv("VKMOE_COOPMAT_TILE")) {
+    for (size_t i = 0; i < n; ++i)
+      if (std::string(force) == list[i].name && tile_fits(d, list[i], f)) return &list[i];
+  }
+  const char* preferred = indexed ? "S" : "XS32";
+  for (size_t i = 0; i < n; ++i)
+    if (std::string(preferred) == list[i].name && tile_fits(d, list[i], f) && list[i].wm % f.m == 0 &&
+        list[i].wn % f.n == 0)
+      return &list[i];
+  const Tile* best = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    const Tile& t = list[i];
+    if (!tile_fits(d, t, f) || t.wm % f.m || t.wn % f.n) continue;
+    best = &t;
+    const uint64_t wgs = uint64_t((nrows + t.bm - 1) / t.bm) * (indexed ? cols : (cols + t.bn - 1) / t.bn);
+    if (wgs >= 256) break;
+  }
+  return best;
+}
+
+}  // namespace
+
+bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
+#ifndef VKMOE_HAVE_COOPMAT_SHADERS
+  (void)ctx;
+  (void)t;
+  return false;
+#else
+  const DeviceInfo& d = ctx.info();
+  if (!coop_type(t) || !d.cooperative_matrix || d.api_version < VK_API_VERSION_1_3) return false;
+  if (!(d.shader_float16 && d.storage_16bit && d.shader_int16) || d.subgroup_size == 0) return false;
+  const Frag f = pick_fragment(d);
+  return f.m != 0 && pick_tile(d, f, false, 1, 1) != nullptr && pick_tile(d, f, true, 1, 1) != nullptr;
+#endif
+}
+
+void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids) {
+  const CoopType* T = coop_type(a.type);
+  if (!T) throw Error(std::string("coopmat GEMM: unsupported weight type ") + type_name(a.type));
+  Context& ctx = rec.context();
+  if (!gemm_coopmat_available(ctx, a.type))
+    throw Error("coopmat GEMM: not available on " + ctx.info().name +
+                " (needs VK_KHR_cooperative_matrix f16->f32 and shaders built with glslang 15)");
+  const uint32_t qk = T->qk == 1 ? 8 : T->qk;
+  if (a.ncols == 0 || a.nrows == 0 || a.ncols % qk != 0)
+    throw Error("coopmat GEMM: ncols " + std::to_string(a.ncols) + " is not a positive multiple of " +
+                std::to_string(qk) + " for " + type_name(a.type));
+  if (a.w_offset % T->align != 0 || (ids && ids->expert_stride % T->align != 0))
+    throw Error(std::string("internal error: coopmat GEMM weights of type ") + type_name(a.type) + " must be " +
+                std::to_string(T->align) + "-byte aligned");
+  const uint32_t cols = ids ? ids->layout.max_tiles : a.n_tokens;  // tiles or tokens
+  if (cols == 0) return;
+
+  const uint64_t matrix_bytes = uint64_t(a.ncols / T->qk) * T->block_bytes * a.nrows;
+  // Rows of x read and of y written: tokens, or slots of the MoE table.
+  const uint32_t x_rows = ids ? (ids->gather_x ? ids->layout.n_tokens : ids->layout.max_slots()) : a.n_tokens;
+  const uint32_t y_rows = ids ? ids->layout.max_slots() : a.n_tokens;
+  uint64_t w_end = a.w_offset + matrix_bytes;
+  if (ids) {
+    if (ids->n_experts == 0) throw Error("internal error: coopmat GEMM with n_experts = 0");
+    w_end = a.w_offset + uint64_t(ids->n_experts - 1) * ids->expert_stride + matrix_bytes;
+    check_range("table", ids->table, ids->layout.bytes());
+  }
+  check_range("weights", a.w, w_end);
+  if (x_rows > 0) check_range("x", a.x, (a.x_offset + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * 4);
+  check_range("y", a.y, (a.y_offset + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * 4);
+
+  const DeviceInfo& d = ctx.info();
+  const Frag f = pick_fragment(d);
+  const Tile* t = pick_tile(d, f, ids != nullptr, a.nrows, cols);
+  const uint32_t warps = (t->bm / t->wm) * (t->bn / t->wn);
+  const std::vector<uint32_t> spec = {warps * d.subgroup_size, t->bm, t->bn, t->wm, t->wn, f.m, f.n, f.k,
+                                      d.subgroup_size, t->bk};
+
+  CoopPush p{};
+  p.ncols = a.ncols;
+  p.nrows = a.nrows;
+  p.n_tokens = a.n_tokens;
+  p.w_offset = static_cast<uint32_t>(a.w_offset);
+  p.x_offset = a.x_offset;
+  p.x_stride = a.x_stride;
+  p.y_offset = a.y_offset;
+  p.y_stride = a.y_stride;
+  p.accumulate = a.accumulate ? 1 : 0;
+  p.x_vec4 = (a.x_offset % 4 == 0 && a.x_stride % 4 == 0) ? 1 : 0;
+  const uint32_t gx = (a.nrows + t->bm - 1) / t->bm;
+  if (gx > d.max_workgroup_count[0]) throw Error("coopmat GEMM: too many weight rows");
+  if (ids) {
+    p.expert_stride = static_cast<uint32_t>(ids->expert_stride);
+    p.n_experts = ids->n_experts;
+    p.gather_x = ids->gather_x ? 1 : 0;
+    p.count_off = ids->layout.count_off;
+    p.tile_expert_off = ids->layout.tile_expert_off;
+    p.slot_token_off = ids->layout.slot_token_off;
+    if (cols > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many MoE tiles");
+    const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_ids_") + T->suffix, 4, sizeof(CoopPush), spec);
+    rec.dispatch(pl, {a.w, a.x, a.y, ids->table}, p, gx, cols);
+  } else {
+    const uint32_t gy = (cols + t->bn - 1) / t->bn;
+    if (gy > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many tokens");
+    const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_") + T->suffix, 3, sizeof(CoopPush), spec);
+    rec.dispatch(pl, {a.w, a.x, a.y}, p, gx, gy);
+  }
 }
 
 }  // namespace vkmoe::vk

@@ -57,6 +57,31 @@ bool has_extension(const std::vector<VkExtensionProperties>& exts, const char* n
   return false;
 }
 
+// VK_KHR_cooperative_matrix, declared here when the Vulkan headers predate it
+// (Debian 12's are 1.3.239).
+#ifndef VK_KHR_cooperative_matrix
+#define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
+constexpr VkStructureType kStypeCoopMatFeatures = static_cast<VkStructureType>(1000506000);
+constexpr VkStructureType kStypeCoopMatProperties = static_cast<VkStructureType>(1000506001);
+struct VkPhysicalDeviceCooperativeMatrixFeaturesKHR {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix, cooperativeMatrixRobustBufferAccess;
+};
+struct VkCooperativeMatrixPropertiesKHR {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MSize, NSize, KSize;
+  uint32_t AType, BType, CType, ResultType;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;  // VkScopeKHR
+};
+#else
+constexpr VkStructureType kStypeCoopMatFeatures = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
+constexpr VkStructureType kStypeCoopMatProperties = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR;
+#endif
+using PfnCoopMatProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*);
+
 std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice phys) {
   uint32_t n = 0;
   vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr);
@@ -163,7 +188,7 @@ void query_budget(VkPhysicalDevice phys, uint64_t& budget, uint64_t& usage) {
   }
 }
 
-DeviceInfo describe_device(VkPhysicalDevice phys, int index) {
+DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
   DeviceInfo d;
   d.index = index;
   VkPhysicalDeviceProperties props;
@@ -241,6 +266,28 @@ DeviceInfo describe_device(VkPhysicalDevice phys, int index) {
       d.integer_dot = idf.shaderIntegerDotProduct;
       d.integer_dot_accelerated = d.integer_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
     }
+    const auto coopmat_props = reinterpret_cast<PfnCoopMatProperties>(
+        vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+    if (has_extension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) && coopmat_props) {
+      VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmf{kStypeCoopMatFeatures};
+      VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      g2.pNext = &cmf;
+      vkGetPhysicalDeviceFeatures2(phys, &g2);
+      uint32_t n = 0;
+      if (cmf.cooperativeMatrix && coopmat_props(phys, &n, nullptr) == VK_SUCCESS && n > 0) {
+        std::vector<VkCooperativeMatrixPropertiesKHR> props(n, VkCooperativeMatrixPropertiesKHR{kStypeCoopMatProperties});
+        if (coopmat_props(phys, &n, props.data()) == VK_SUCCESS) {
+          d.cooperative_matrix = true;
+          for (uint32_t i = 0; i < n; ++i) {
+            const auto& c = props[i];
+            d.coopmat_shapes.push_back({c.MSize, c.NSize, c.KSize, static_cast<uint32_t>(c.AType),
+                                        static_cast<uint32_t>(c.BType), static_cast<uint32_t>(c.CType),
+                                        static_cast<uint32_t>(c.ResultType), c.saturatingAccumulation != VK_FALSE,
+                                        static_cast<uint32_t>(c.scope)});
+          }
+        }
+      }
+    }
   }
 
   VkPhysicalDeviceMemoryProperties mp;
@@ -309,6 +356,16 @@ std::string DeviceInfo::api_version_string() const {
          std::to_string(VK_API_VERSION_PATCH(api_version));
 }
 
+bool DeviceInfo::has_coopmat(uint32_t m, uint32_t n, uint32_t k, uint32_t ab_type, uint32_t cd_type,
+                             uint32_t scope) const {
+  if (!cooperative_matrix) return false;
+  for (const auto& c : coopmat_shapes)
+    if (c.m == m && c.n == n && c.k == k && c.a_type == ab_type && c.b_type == ab_type && c.c_type == cd_type &&
+        c.result_type == cd_type && c.scope == scope)
+      return true;
+  return false;
+}
+
 std::string DeviceInfo::summary() const {
   std::ostringstream o;
   char vid[16];
@@ -334,6 +391,19 @@ std::string DeviceInfo::summary() const {
     << max_workgroup_size[2] << " (" << max_workgroup_invocations << " invocations), shared memory "
     << max_shared_memory_bytes / 1024 << " KiB, storage range " << mib(max_storage_buffer_range)
     << " MiB, timestamps " << (timestamps ? "yes" : "no") << " (" << timestamp_period_ns << " ns/tick)\n";
+  if (cooperative_matrix) {
+    // e.g. "16x16x16 f16->f32"; types by VkComponentTypeKHR value.
+    auto type = [](uint32_t t) -> std::string {
+      static const char* names[] = {"f16", "f32", "f64", "s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"};
+      return t < 11 ? names[t] : "type" + std::to_string(t);
+    };
+    o << "    cooperative matrices (MxNxK A/B->C):";
+    for (const auto& c : coopmat_shapes)
+      o << " " << c.m << "x" << c.n << "x" << c.k << " " << type(c.a_type)
+        << (c.b_type != c.a_type ? "/" + type(c.b_type) : "") << "->" << type(c.result_type)
+        << (c.scope != kCoopMatScopeSubgroup ? " (scope " + std::to_string(c.scope) + ")" : "") << ";";
+    o << "\n";
+  }
   return o.str();
 }
 
@@ -342,7 +412,7 @@ std::vector<DeviceInfo> list_devices() {
   std::vector<DeviceInfo> out;
   try {
     auto devs = physical_devices(inst);
-    for (size_t i = 0; i < devs.size(); ++i) out.push_back(describe_device(devs[i], static_cast<int>(i)));
+    for (size_t i = 0; i < devs.size(); ++i) out.push_back(describe_device(inst, devs[i], static_cast<int>(i)));
   } catch (...) {
     vkDestroyInstance(inst, nullptr);
     throw;
@@ -454,7 +524,7 @@ void Context::init(int device_index, const ContextOptions& opts) {
   instance_ = create_instance(opts.validation || env_flag("VKMOE_VK_VALIDATION"));
   auto devs = physical_devices(instance_);
   std::vector<DeviceInfo> infos;
-  for (size_t i = 0; i < devs.size(); ++i) infos.push_back(describe_device(devs[i], static_cast<int>(i)));
+  for (size_t i = 0; i < devs.size(); ++i) infos.push_back(describe_device(instance_, devs[i], static_cast<int>(i)));
   int pick = -1;
   if (device_index >= 0) {
     if (device_index >= static_cast<int>(devs.size()))
@@ -522,12 +592,19 @@ void Context::init(int device_index, const ContextOptions& opts) {
     idf.shaderIntegerDotProduct = VK_TRUE;
     f12.pNext = &idf;
   }
+  VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmf{kStypeCoopMatFeatures};
+  if (info_.cooperative_matrix) {
+    cmf.cooperativeMatrix = VK_TRUE;
+    cmf.pNext = f2.pNext;
+    f2.pNext = &cmf;
+  }
 
   std::vector<const char*> exts;
   push_descriptors_ = info_.push_descriptor && opts.allow_push_descriptors;
   if (push_descriptors_) exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   if (info_.has_memory_budget) exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (info_.integer_dot) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+  if (info_.cooperative_matrix) exts.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   {
     const auto all = device_extensions(phys_);
     if (has_extension(all, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");

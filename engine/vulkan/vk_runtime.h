@@ -21,6 +21,18 @@ namespace vkmoe::vk {
 enum class DeviceType { Other, Integrated, Discrete, Virtual, Cpu };
 const char* device_type_name(DeviceType t);
 
+// One supported VK_KHR_cooperative_matrix configuration: D (MxN, result_type)
+// = A (MxK, a_type) * B (KxN, b_type) + C (MxN, c_type). Types are
+// VkComponentTypeKHR values (0 = f16, 1 = f32, 3 = s8, 5 = s32, ...); scope
+// is VkScopeKHR (3 = subgroup).
+struct CoopMatShape {
+  uint32_t m = 0, n = 0, k = 0;
+  uint32_t a_type = 0, b_type = 0, c_type = 0, result_type = 0;
+  bool saturating = false;
+  uint32_t scope = 0;
+};
+constexpr uint32_t kCoopMatF16 = 0, kCoopMatF32 = 1, kCoopMatScopeSubgroup = 3;
+
 struct DeviceInfo {
   int index = -1;  // position in list_devices(), as accepted by Context::create
   std::string name;
@@ -45,6 +57,12 @@ struct DeviceInfo {
   // packed signed 4x8-bit dot products run as native instructions.
   bool integer_dot = false, integer_dot_accelerated = false;
   bool timeline_semaphore = false, push_descriptor = false;
+  // VK_KHR_cooperative_matrix (enabled when present) in compute shaders, and
+  // its supported configurations.
+  bool cooperative_matrix = false;
+  std::vector<CoopMatShape> coopmat_shapes;
+  bool has_coopmat(uint32_t m, uint32_t n, uint32_t k, uint32_t ab_type, uint32_t cd_type,
+                   uint32_t scope = kCoopMatScopeSubgroup) const;
   uint32_t max_workgroup_size[3] = {0, 0, 0};
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   uint32_t max_workgroup_invocations = 0;

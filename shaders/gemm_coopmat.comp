@@ -1,0 +1,368 @@
+#version 450
+// Y[n][r] = (accumulate ? Y[n][r] : 0) + sum_i W[r][i] X[n][i] with
+// GL_KHR_cooperative_matrix: f16 inputs, f32 accumulation (see vk_gemm.h).
+// Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
+// matvec.comp), INDEXED (expert-grouped over a MoE table: one workgroup
+// column = one table tile of BN = 32 slot rows, one expert).
+// Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
+// workgroup, 2 = BN tokens per workgroup, 3 = WM, 4 = WN rows/tokens per
+// subgroup, 5..7 = TM, TN, TK fragment sizes, 8 = SG subgroup size,
+// 9 = BK columns per step (multiple of 32).
+//
+// Each step of BK columns: every thread decodes 16-element chunks of W
+// (rows) and X (tokens) into registers as f16 and stores them into one of two
+// shared buffers while the subgroups multiply the other (one barrier a step;
+// the next step's global loads are issued before the current step's
+// multiplies). Results go through a per-subgroup shared fragment so that
+// tails, skipped slots and accumulation are handled per element.
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+
+#define WT_F32 1
+#define WT_F16 2
+#define WT_BF16 3
+#define WT_Q8_0 4
+#define WT_Q4_K 5
+#define WT_Q5_K 6
+#define WT_Q6_K 7
+#ifndef INDEXED
+#define INDEXED 0
+#endif
+
+#if WTYPE == WT_F32 || WTYPE == WT_F16 || WTYPE == WT_BF16
+#define QK 1  // rows may end inside a step (guarded per 8 elements)
+#define BLOCK_BYTES (WTYPE == WT_F32 ? 4 : 2)
+#define FLOAT_W 1
+#elif WTYPE == WT_Q8_0
+#define QK 32
+#define BLOCK_BYTES 34
+#elif WTYPE == WT_Q4_K
+#define QK 256
+#define BLOCK_BYTES 144
+#elif WTYPE == WT_Q5_K
+#define QK 256
+#define BLOCK_BYTES 176
+#elif WTYPE == WT_Q6_K
+#define QK 256
+#define BLOCK_BYTES 210
+#else
+#error "unknown WTYPE"
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint WM = 64;
+layout(constant_id = 4) const uint WN = 32;
+layout(constant_id = 5) const uint TM = 16;
+layout(constant_id = 6) const uint TN = 16;
+layout(constant_id = 7) const uint TK = 16;
+layout(constant_id = 8) const uint SG = 32;
+layout(constant_id = 9) const uint BK = 32;
+
+const uint SROW = (BK + 8) / 4;  // shared row stride in f16vec4 (padded against bank conflicts)
+const uint WARPS_M = BM / WM;
+const uint WARPS = WARPS_M * (BN / WN);
+const uint WG = WARPS * SG;
+const uint NI = WM / TM, NJ = WN / TN;
+const uint CPR = BK / 16;  // 16-element chunks per row and step
+const uint A_CHUNKS = BM * CPR, B_CHUNKS = BN * CPR;
+const uint A_PER_T = (A_CHUNKS + WG - 1) / WG, B_PER_T = (B_CHUNKS + WG - 1) / WG;
+
+layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
+layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
+layout(set = 0, binding = 1) readonly buffer X1 { float x1[]; };
+layout(set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
+layout(set = 0, binding = 2) buffer Y { float y[]; };
+#if INDEXED
+layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
+#endif
+
+layout(push_constant) uniform Push {
+  uint ncols, nrows, n_tokens, w_offset;
+  uint x_offset, x_stride, y_offset, y_stride;
+  uint accumulate, x_vec4;  // x_vec4: x_offset and x_stride are multiples of 4
+  uint expert_stride, n_experts, gather_x;
+  uint count_off, tile_expert_off, slot_token_off;
+} p;
+
+shared f16vec4 sa[2 * BM * SROW];  // two buffers
+shared f16vec4 sb[2 * BN * SROW];
+shared float sout[WARPS * TM * TN];
+
+// Raw global data of one 16-element chunk, loaded a step ahead of its decode.
+struct Raw {
+  uvec4 a, b, c, d;
+};
+
+uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
+
+void put(inout f16vec4 v[4], vec4 f0, vec4 f1, vec4 f2, vec4 f3) {
+  v[0] = f16vec4(f0);
+  v[1] = f16vec4(f1);
+  v[2] = f16vec4(f2);
+  v[3] = f16vec4(f3);
+}
+
+// 4 bytes of a word as floats (unsigned).
+vec4 bytes4(uint w) { return vec4(w & 0xFFu, (w >> 8) & 0xFFu, (w >> 16) & 0xFFu, w >> 24); }
+vec4 sbytes4(uint w) { return vec4(ivec4(int(w) << 24, int(w) << 16, int(w) << 8, int(w)) >> 24); }
+
+#if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
+// 6-bit scale and min of sub-block j (0..7) from the 16-byte header h.
+vec2 k_scale_min(uvec4 h, uint j) {
+  const uint q = j & 3u, sh = 8 * q;
+  uint sc, mn;
+  if (j < 4) {
+    sc = (h.y >> sh) & 0x3Fu;
+    mn = (h.z >> sh) & 0x3Fu;
+  } else {
+    sc = ((h.w >> sh) & 0x0Fu) | (((h.y >> sh) >> 6) & 3u) << 4;
+    mn = ((h.w >> (sh + 4)) & 0x0Fu) | (((h.z >> sh) >> 6) & 3u) << 4;
+  }
+  return vec2(sc, mn);
+}
+#endif
+
+// Loads the 16-element chunk at column kc (a multiple of 16) of weight row bytes rb.
+Raw load_w(uint rb, uint kc) {
+  Raw r;
+  const uint k0 = kc & ~31u, half_ = (kc >> 4) & 1u;
+#if !defined(FLOAT_W)
+  r.a = r.b = r.c = r.d = uvec4(0);
+  if (kc >= p.ncols) return r;  // past the row (BK > 32): decodes to zeros
+#endif
+#if WTYPE == WT_F32
+  const uint i = (rb >> 4) + kc / 4;
+  if (kc < p.ncols) { r.a = w4[i]; r.b = w4[i + 1]; }
+  if (kc + 8 < p.ncols) { r.c = w4[i + 2]; r.d = w4[i + 3]; }
+#elif WTYPE == WT_F16 || WTYPE == WT_BF16
+  const uint i = (rb >> 4) + kc / 8;
+  if (kc < p.ncols) r.a = w4[i];
+  if (kc + 8 < p.ncols) r.b = w4[i + 1];
+#elif WTYPE == WT_Q8_0
+  const uint hw = (rb >> 1) + (k0 / 32) * 17;  // 34-byte block = 17 u16
+  const uint q = hw + 1 + 8 * half_;
+  r.a = uvec4(ld32(q), ld32(q + 2), ld32(q + 4), ld32(q + 6));
+  r.b.x = uint(w2[hw]);
+#elif WTYPE == WT_Q4_K
+  const uint bi = (rb >> 4) + (k0 / 256) * 9;  // 144-byte block = 9 uvec4
+  const uint sub = (k0 % 256) / 32;
+  r.a = w4[bi];                                  // d, dmin, scales
+  r.b = w4[bi + 1 + (sub >> 1) * 2 + half_];     // qs[32*(sub/2) + 16*half ..]
+#elif WTYPE == WT_Q5_K
+  const uint bi = (rb >> 4) + (k0 / 256) * 11;  // 176-byte block = 11 uvec4
+  const uint sub = (k0 % 256) / 32;
+  r.a = w4[bi];
+  r.c = w4[bi + 1 + half_];                     // qh[16*half ..]
+  r.b = w4[bi + 3 + (sub >> 1) * 2 + half_];    // qs[32*(sub/2) + 16*half ..]
+#elif WTYPE == WT_Q6_K
+  // ql[128] @0, qh[64] @128, scales[16] @192, d @208; elements 128n + 32m + l.
+  const uint hw = (rb >> 1) + (k0 / 256) * 105;  // 210-byte block = 105 u16
+  const uint e = k0 % 256, n = e / 128, m = (e % 128) / 32;
+  const uint ql = hw + (64 * n + 32 * (m & 1u) + 16 * half_) / 2;
+  const uint qh = hw + (128 + 32 * n + 16 * half_) / 2;
+  r.a = uvec4(ld32(ql), ld32(ql + 2), ld32(ql + 4), ld32(ql + 6));
+  r.b = uvec4(ld32(qh), ld32(qh + 2), ld32(qh + 4), ld32(qh + 6));
+  r.c.x = uint(w2[hw + (192 + 8 * n + 2 * m + half_) / 2]);  // scale byte pair
+  r.c.y = uint(w2[hw + 104]);
+#endif
+  return r;
+}
+
+// Decodes a chunk loaded by load_w into 16 f16 values.
+void decode_w(Raw r, uint kc, out f16vec4 v[4]) {
+  const uint k0 = kc & ~31u, half_ = (kc >> 4) & 1u;
+#if !defined(FLOAT_W)
+  if (kc >= p.ncols) {
+    v[0] = v[1] = v[2] = v[3] = f16vec4(0);
+    return;
+  }
+#endif
+#if WTYPE == WT_F32
+  const bool lo = kc < p.ncols, hi = kc + 8 < p.ncols;
+  put(v, lo ? uintBitsToFloat(r.a) : vec4(0), lo ? uintBitsToFloat(r.b) : vec4(0),
+      hi ? uintBitsToFloat(r.c) : vec4(0), hi ? uintBitsToFloat(r.d) : vec4(0));
+#elif WTYPE == WT_F16
+  const bool lo = kc < p.ncols, hi = kc + 8 < p.ncols;
+  const uvec4 a = lo ? r.a : uvec4(0), b = hi ? r.b : uvec4(0);
+  v[0] = f16vec4(unpackFloat2x16(a.x), unpackFloat2x16(a.y));
+  v[1] = f16vec4(unpackFloat2x16(a.z), unpackFloat2x16(a.w));
+  v[2] = f16vec4(unpackFloat2x16(b.x), unpackFloat2x16(b.y));
+  v[3] = f16vec4(unpackFloat2x16(b.z), unpackFloat2x16(b.w));
+#elif WTYPE == WT_BF16
+  const bool lo = kc < p.ncols, hi = kc + 8 < p.ncols;
+  const uvec4 a = lo ? r.a : uvec4(0), b = hi ? r.b : uvec4(0);
+  [[unroll]] for (uint i = 0; i < 2; ++i) {
+    const uvec4 s = i == 0 ? a : b;
+    v[2 * i] = f16vec4(uintBitsToFloat(uvec4(s.x << 16, s.x & 0xFFFF0000u, s.y << 16, s.y & 0xFFFF0000u)));
+    v[2 * i + 1] = f16vec4(uintBitsToFloat(uvec4(s.z << 16, s.z & 0xFFFF0000u, s.w << 16, s.w & 0xFFFF0000u)));
+  }
+#elif WTYPE == WT_Q8_0
+  const float d = unpackHalf2x16(r.b.x).x;
+  put(v, d * sbytes4(r.a.x), d * sbytes4(r.a.y), d * sbytes4(r.a.z), d * sbytes4(r.a.w));
+#elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
+  const uint sub = (k0 % 256) / 32, sh = 4 * (sub & 1u);
+  const vec2 dm = unpackHalf2x16(r.a.x);
+  const vec2 sm = k_scale_min(r.a, sub);
+  const float scale = dm.x * sm.x, bias = dm.y * sm.y;
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    uint q = (r.b[t] >> sh) & 0x0F0F0F0Fu;
+#if WTYPE == WT_Q5_K
+    q |= ((r.c[t] >> sub) & 0x01010101u) << 4;
+#endif
+    v[t] = f16vec4(scale * bytes4(q) - bias);
+  }
+#elif WTYPE == WT_Q6_K
+  const uint e = k0 % 256, m = (e % 128) / 32;
+  const float d = unpackHalf2x16(r.c.y).x;
+  const uint sb = (r.c.x >> (8 * ((192 + 8 * (e / 128) + 2 * m + half_) & 1u))) & 0xFFu;
+  const float scale = d * float(int(sb << 24) >> 24);
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    const uint q = ((r.a[t] >> (4 * (m >> 1))) & 0x0F0F0F0Fu) | (((r.b[t] >> (2 * m)) & 0x03030303u) << 4);
+    v[t] = f16vec4(scale * (bytes4(q) - 32.0));
+  }
+#endif
+}
+
+// 16 activations of token row `row` (< 0: zeros) from column kc.
+Raw load_x(int row, uint kc) {
+  Raw r;
+  r.a = r.b = r.c = r.d = uvec4(0);
+  if (row < 0) return r;
+  const uint base = p.x_offset + uint(row) * p.x_stride + kc;
+  const bool lo = kc < p.ncols, hi = kc + 8 < p.ncols;
+  if (p.x_vec4 != 0) {
+    if (lo) { r.a = floatBitsToUint(x4[base / 4]); r.b = floatBitsToUint(x4[base / 4 + 1]); }
+    if (hi) { r.c = floatBitsToUint(x4[base / 4 + 2]); r.d = floatBitsToUint(x4[base / 4 + 3]); }
+  } else {
+    [[unroll]] for (uint i = 0; i < 4; ++i) {
+      if (lo) { r.a[i] = floatBitsToUint(x1[base + i]); r.b[i] = floatBitsToUint(x1[base + 4 + i]); }
+      if (hi) { r.c[i] = floatBitsToUint(x1[base + 8 + i]); r.d[i] = floatBitsToUint(x1[base + 12 + i]); }
+    }
+  }
+  return r;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x;
+  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const uint row0 = gl_WorkGroupID.x * BM;
+  uint wbase = p.w_offset;
+#if INDEXED
+  const uint tile = gl_WorkGroupID.y;
+  if (tile >= uint(table[p.count_off])) return;
+  const int expert = table[p.tile_expert_off + tile];
+  if (expert < 0 || uint(expert) >= p.n_experts) return;
+  wbase += uint(expert) * p.expert_stride;
+  const uint col0 = tile * BN;  // first slot
+#else
+  const uint col0 = gl_WorkGroupID.y * BN;  // first token
+#endif
+  const uint row_bytes = p.ncols / QK * BLOCK_BYTES;
+
+  // Per-thread chunk assignments (fixed over the K loop).
+  uint a_rb[A_PER_T], b_half[B_PER_T];
+  int b_row[B_PER_T];
+  [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {
+    const uint c = min(tid + i * WG, A_CHUNKS - 1);
+    a_rb[i] = wbase + min(row0 + c / CPR, p.nrows - 1) * row_bytes;  // tail rows repeat the last row
+  }
+  [[unroll]] for (uint i = 0; i < B_PER_T; ++i) {
+    const uint c = min(tid + i * WG, B_CHUNKS - 1), n = c / CPR;
+    b_half[i] = c % CPR;
+#if INDEXED
+    const int tok = table[p.slot_token_off + col0 + n];
+    b_row[i] = tok < 0 ? -1 : (p.gather_x != 0 ? tok : int(col0 + n));
+#else
+    b_row[i] = col0 + n < p.n_tokens ? int(col0 + n) : -1;
+#endif
+  }
+
+  coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[NI * NJ];
+  [[unroll]] for (uint i = 0; i < NI * NJ; ++i)
+    acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+
+  Raw ra[A_PER_T], rb[B_PER_T];
+  const uint steps = (p.ncols + BK - 1) / BK;
+  // Stores step k0's chunks (in ra/rb) into shared buffer `buf`.
+#define STORE_STEP(k0, buf)                                                   \
+  [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {                             \
+    const uint c = tid + i * WG;                                              \
+    if (A_CHUNKS % WG == 0 || c < A_CHUNKS) {                                 \
+      f16vec4 v[4];                                                           \
+      decode_w(ra[i], (k0) + 16 * (c % CPR), v);                              \
+      const uint o = (buf) * BM * SROW + (c / CPR) * SROW + (c % CPR) * 4;    \
+      [[unroll]] for (uint t = 0; t < 4; ++t) sa[o + t] = v[t];               \
+    }                                                                         \
+  }                                                                           \
+  [[unroll]] for (uint i = 0; i < B_PER_T; ++i) {                             \
+    const uint c = tid + i * WG;                                              \
+    if (B_CHUNKS % WG == 0 || c < B_CHUNKS) {                                 \
+      const uint o = (buf) * BN * SROW + (c / CPR) * SROW + (c % CPR) * 4;    \
+      sb[o] = f16vec4(uintBitsToFloat(rb[i].a));                         \
+      sb[o + 1] = f16vec4(uintBitsToFloat(rb[i].b));                     \
+      sb[o + 2] = f16vec4(uintBitsToFloat(rb[i].c));                     \
+      sb[o + 3] = f16vec4(uintBitsToFloat(rb[i].d));                     \
+    }                                                                         \
+  }
+#define LOAD_STEP(k0)                                                                   \
+  [[unroll]] for (uint i = 0; i < A_PER_T; ++i)                                         \
+    ra[i] = load_w(a_rb[i], (k0) + 16 * ((tid + i * WG) % CPR));                        \
+  [[unroll]] for (uint i = 0; i < B_PER_T; ++i) rb[i] = load_x(b_row[i], k0 + 16 * b_half[i]);
+
+  LOAD_STEP(0)
+  STORE_STEP(0, 0)
+  barrier();
+  for (uint s = 0; s < steps; ++s) {
+    const uint cur = s & 1u;
+    const bool more = s + 1 < steps;
+    if (more) {
+      LOAD_STEP((s + 1) * BK)
+    }
+    [[unroll]] for (uint kk = 0; kk < BK / TK; ++kk) {
+      coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[NI];
+      [[unroll]] for (uint i = 0; i < NI; ++i)
+        coopMatLoad(fa[i], sa, cur * BM * SROW + (wm * WM + i * TM) * SROW + kk * (TK / 4), SROW,
+                    gl_CooperativeMatrixLayoutRowMajor);
+      [[unroll]] for (uint j = 0; j < NJ; ++j) {
+        coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb;
+        coopMatLoad(fb, sb, cur * BN * SROW + (wn * WN + j * TN) * SROW + kk * (TK / 4), SROW,
+                    gl_CooperativeMatrixLayoutColumnMajor);
+        [[unroll]] for (uint i = 0; i < NI; ++i) acc[i * NJ + j] = coopMatMulAdd(fa[i], fb, acc[i * NJ + j]);
+      }
+    }
+    if (more) {
+      STORE_STEP((s + 1) * BK, cur ^ 1u)
+    }
+    barrier();
+  }
+
+  // Each fragment: through shared memory, then per element with bounds checks.
+  [[unroll]] for (uint i = 0; i < NI; ++i) {
+    [[unroll]] for (uint j = 0; j < NJ; ++j) {
+      coopMatStore(acc[i * NJ + j], sout, warp * TM * TN, TM, gl_CooperativeMatrixLayoutColumnMajor);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      for (uint e = lane; e < TM * TN; e += SG) {
+        const uint r = row0 + wm * WM + i * TM + e % TM, n = col0 + wn * WN + j * TN + e / TM;
+#if INDEXED
+        const bool ok = r < p.nrows && table[p.slot_token_off + n] >= 0;
+#else
+        const bool ok = r < p.nrows && n < p.n_tokens;
+#endif
+        if (ok) {
+          const uint yi = p.y_offset + n * p.y_stride + r;
+          y[yi] = p.accumulate != 0 ? y[yi] + sout[warp * TM * TN + e] : sout[warp * TM * TN + e];
+        }
+      }
+      subgroupBarrier();
+    }
+  }
+}

@@ -1,0 +1,371 @@
+// Cooperative-matrix GEMM path (engine/vulkan/gemm_coopmat.cpp) vs. a scalar
+// reference on the dequantized weights, for every type, dense and
+// expert-grouped, every workgroup tile. Skipped (with the reason) where the
+// device has no VK_KHR_cooperative_matrix or the shaders were not built with
+// glslang 15 (lavapipe, CI).
+// Tolerance per output: 2e-3 * sum_i |w_i x_i| + 1e-5: w and x are rounded to
+// f16 (relative error <= 2^-11 each, so <= ~2^-10 per product) and summed in f32.
+// GemmCoopmatBench.Q4K (env VKMOE_COOPMAT_BENCH=1) prints TFLOP/s.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "cpu/quant.h"
+#include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/vk_runtime.h"
+
+using namespace vkmoe;
+using namespace vkmoe::vk;
+
+namespace {
+
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+Context& shared_context() {
+  static std::unique_ptr<Context> ctx = Context::create();
+  return *ctx;
+}
+
+// Skips the test unless the path runs here.
+#define REQUIRE_COOPMAT(t)                                                                          \
+  do {                                                                                              \
+    const DeviceInfo& dev_ = shared_context().info();                                               \
+    if (!gemm_coopmat_available(shared_context(), t))                                               \
+      GTEST_SKIP() << "coopmat GEMM unavailable on " << dev_.name                                   \
+                   << (dev_.cooperative_matrix ? "" : " (no VK_KHR_cooperative_matrix)")            \
+                   << (kShadersBuilt ? "" : " (shaders not built: glslang 15 missing)");            \
+  } while (0)
+#ifdef VKMOE_HAVE_COOPMAT_SHADERS
+constexpr bool kShadersBuilt = true;
+#else
+constexpr bool kShadersBuilt = false;
+#endif
+
+// Forces a workgroup tile by name (see gemm_coopmat.cpp) for the scope.
+struct TileScope {
+  explicit TileScope(const char* name) { setenv("VKMOE_COOPMAT_TILE", name, 1); }
+  ~TileScope() { unsetenv("VKMOE_COOPMAT_TILE"); }
+};
+
+struct QMatrix {
+  GgmlType type;
+  uint32_t ncols = 0, nrows = 0;
+  size_t row_bytes = 0;
+  std::vector<uint8_t> bytes;
+  std::vector<float> deq;
+};
+
+QMatrix random_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows) {
+  QMatrix m{t, ncols, nrows, row_bytes(t, ncols), {}, {}};
+  m.bytes.resize(m.row_bytes * nrows);
+  m.deq.resize(size_t(ncols) * nrows);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_real_distribution<float> scale(0.05f, 3.f);
+  std::vector<float> row(ncols);
+  for (uint32_t r = 0; r < nrows; ++r) {
+    const float s = scale(rng), bias = 0.3f * nd(rng);
+    for (auto& v : row) v = s * nd(rng) + bias;
+    quantize_row(t, row.data(), m.bytes.data() + r * m.row_bytes, ncols);
+    dequantize_row(t, m.bytes.data() + r * m.row_bytes, m.deq.data() + size_t(r) * ncols, ncols);
+  }
+  return m;
+}
+
+// Checks y[r] against W[r] . x (+ y0[r]).
+void expect_row(const QMatrix& m, const float* x, const float* y, const float* y0, bool accumulate,
+                const std::string& where) {
+  for (uint32_t r = 0; r < m.nrows; ++r) {
+    double ref = 0, mag = 0;
+    const float* w = m.deq.data() + size_t(r) * m.ncols;
+    for (uint32_t i = 0; i < m.ncols; ++i) {
+      ref += double(w[i]) * x[i];
+      mag += std::fabs(double(w[i]) * x[i]);
+    }
+    if (accumulate) {
+      ref += y0[r];
+      mag += std::fabs(y0[r]);
+    }
+    ASSERT_NEAR(y[r], ref, 2e-3 * mag + 1e-5) << where << " row " << r;
+  }
+}
+
+Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
+  Buffer b = ctx.create_buffer(bytes, MemoryKind::Device, what);
+  ctx.write_buffer(b, 0, data, bytes);
+  return b;
+}
+
+void check_dense(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
+                 bool accumulate) {
+  Context& ctx = shared_context();
+  SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
+               std::to_string(n_tokens) + (accumulate ? " accumulate" : ""));
+  const QMatrix m = random_matrix(rng, t, ncols, nrows);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const uint32_t w_off = 32, x_off = 4, x_stride = ncols + 12, y_off = 3, y_stride = nrows + 5;
+  std::vector<float> x(x_off + size_t(n_tokens) * x_stride), y0(y_off + size_t(n_tokens) * y_stride + 7);
+  for (auto& v : x) v = nd(rng);
+  for (auto& v : y0) v = nd(rng);
+  std::vector<uint8_t> wbytes(w_off, 0);
+  wbytes.insert(wbytes.end(), m.bytes.begin(), m.bytes.end());
+  Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"), xb = upload(ctx, x.data(), x.size() * 4, "x"),
+         yb = upload(ctx, y0.data(), y0.size() * 4, "y");
+  GemmArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.n_tokens = n_tokens;
+  a.w = BufferRange(wb);
+  a.w_offset = w_off;
+  a.x = BufferRange(xb);
+  a.x_offset = x_off;
+  a.x_stride = x_stride;
+  a.y = BufferRange(yb);
+  a.y_offset = y_off;
+  a.y_stride = y_stride;
+  a.accumulate = accumulate;
+  Recorder rec(ctx);
+  rec.begin();
+  record_gemm_coopmat(rec, a, nullptr);
+  rec.submit().wait();
+  std::vector<float> y(y0.size());
+  ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+  for (size_t i = 0; i < y.size(); ++i) {
+    const bool out = i >= y_off && (i - y_off) / y_stride < n_tokens && (i - y_off) % y_stride < nrows;
+    if (!out) {
+      ASSERT_EQ(y[i], y0[i]) << "element " << i << " outside the output was modified";
+    }
+  }
+  for (uint32_t n = 0; n < n_tokens; ++n)
+    expect_row(m, x.data() + x_off + size_t(n) * x_stride, y.data() + y_off + size_t(n) * y_stride,
+               y0.data() + y_off + size_t(n) * y_stride, accumulate, "token " + std::to_string(n));
+}
+
+// A MoE table for random top-k routing of n_tokens over n_experts: each
+// expert's pairs in tiles of kMoeTileRows slots (padding -1), one extra tile
+// marked expert -1 (skipped), max_tiles from MoeTableLayout.
+std::vector<uint32_t> random_table(std::mt19937& rng, const MoeTableLayout& L, uint32_t n_experts) {
+  std::vector<uint32_t> words(L.words, 0);
+  std::vector<std::vector<uint32_t>> per_expert(n_experts);
+  std::vector<uint32_t> experts(n_experts);
+  for (uint32_t e = 0; e < n_experts; ++e) experts[e] = e;
+  for (uint32_t t = 0; t < L.n_tokens; ++t) {
+    std::shuffle(experts.begin(), experts.end(), rng);
+    for (uint32_t j = 0; j < L.k; ++j) per_expert[experts[j]].push_back(t);
+  }
+  for (uint32_t s = 0; s < L.max_slots(); ++s) words[L.slot_token_off + s] = uint32_t(-1);
+  for (uint32_t i = 0; i < L.max_tiles; ++i) words[L.tile_expert_off + i] = uint32_t(-1);
+  uint32_t tile = 0;
+  for (uint32_t e = 0; e < n_experts; ++e) {
+    for (size_t i = 0; i < per_expert[e].size(); i += kMoeTileRows, ++tile) {
+      words[L.tile_expert_off + tile] = e;
+      for (size_t j = i; j < std::min(per_expert[e].size(), i + kMoeTileRows); ++j)
+        words[L.slot_token_off + tile * kMoeTileRows + (j - i)] = per_expert[e][j];
+    }
+    if (e == 0) {
+      // A skipped tile whose slots name real tokens.
+      for (uint32_t j = 0; j < kMoeTileRows; ++j) words[L.slot_token_off + tile * kMoeTileRows + j] = j % L.n_tokens;
+      ++tile;
+    }
+  }
+  words[L.count_off] = tile;
+  return words;
+}
+
+void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
+               uint32_t n_experts, bool gather_x, bool accumulate) {
+  Context& ctx = shared_context();
+  SCOPED_TRACE(std::string(type_name(t)) + " ids " + std::to_string(ncols) + "x" + std::to_string(nrows) +
+               " tokens " + std::to_string(n_tokens) + " k " + std::to_string(k) + " experts " +
+               std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : ""));
+  std::vector<QMatrix> ms;
+  for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(random_matrix(rng, t, ncols, nrows));
+  const uint64_t expert_stride = (ms[0].bytes.size() + 15) / 16 * 16 + 16;
+  const uint32_t w_off = 16;
+  std::vector<uint8_t> wbytes(w_off + expert_stride * n_experts, 0);
+  for (uint32_t e = 0; e < n_experts; ++e)
+    std::copy(ms[e].bytes.begin(), ms[e].bytes.end(), wbytes.begin() + w_off + e * expert_stride);
+  const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
+  const std::vector<uint32_t> table = random_table(rng, L, n_experts);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const uint32_t x_rows = gather_x ? n_tokens : L.max_slots();
+  const uint32_t x_off = 5, x_stride = ncols + 3, y_off = 8, y_stride = nrows + 4;  // scalar x loads
+  std::vector<float> x(x_off + size_t(x_rows) * x_stride), y0(y_off + size_t(L.max_slots()) * y_stride);
+  for (auto& v : x) v = nd(rng);
+  for (auto& v : y0) v = nd(rng);
+  Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"), xb = upload(ctx, x.data(), x.size() * 4, "x"),
+         yb = upload(ctx, y0.data(), y0.size() * 4, "y"), tb = upload(ctx, table.data(), table.size() * 4, "table");
+  GemmIdsArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.w = BufferRange(wb);
+  a.w_offset = w_off;
+  a.x = BufferRange(xb);
+  a.x_offset = x_off;
+  a.x_stride = x_stride;
+  a.y = BufferRange(yb);
+  a.y_offset = y_off;
+  a.y_stride = y_stride;
+  a.accumulate = accumulate;
+  a.table = BufferRange(tb);
+  a.layout = L;
+  a.expert_stride = expert_stride;
+  a.n_experts = n_experts;
+  a.gather_x = gather_x;
+  Recorder rec(ctx);
+  rec.begin();
+  record_gemm_coopmat(rec, a, &a);
+  rec.submit().wait();
+  std::vector<float> y(y0.size());
+  ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+  const uint32_t used = table[L.count_off];
+  for (uint32_t s = 0; s < L.max_slots(); ++s) {
+    const uint32_t tile = s / kMoeTileRows;
+    const int expert = tile < used ? int(table[L.tile_expert_off + tile]) : -1;
+    const int token = int(table[L.slot_token_off + s]);
+    const float* ys = y.data() + y_off + size_t(s) * y_stride;
+    const float* y0s = y0.data() + y_off + size_t(s) * y_stride;
+    if (expert < 0 || token < 0) {
+      for (uint32_t r = 0; r < y_stride; ++r) ASSERT_EQ(ys[r], y0s[r]) << "skipped slot " << s << " was modified";
+      continue;
+    }
+    for (uint32_t r = nrows; r < y_stride; ++r) ASSERT_EQ(ys[r], y0s[r]) << "slot " << s << " padding modified";
+    const float* xs = x.data() + x_off + size_t(gather_x ? uint32_t(token) : s) * x_stride;
+    expect_row(ms[expert], xs, ys, y0s, accumulate, "slot " + std::to_string(s));
+  }
+}
+
+class GemmCoopmat : public ::testing::TestWithParam<GgmlType> {
+ protected:
+  void SetUp() override {
+    seed_ = std::random_device{}();
+    rng_.seed(seed_);
+  }
+  uint32_t seed_ = 0;
+  std::mt19937 rng_;
+};
+
+std::string type_param_name(const ::testing::TestParamInfo<GgmlType>& info) { return type_name(info.param); }
+
+}  // namespace
+
+// Every workgroup tile, row/token counts not multiples of any tile, float rows
+// ending inside a 32-column step.
+TEST_P(GemmCoopmat, Dense) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  REQUIRE_COOPMAT(t);
+  const bool fl = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
+  const uint32_t k1 = fl ? 264 : (t == GgmlType::Q8_0 ? 288 : 512);
+  for (const char* tile : {"L", "M", "S", "XS", "XS32"}) {
+    TileScope scope(tile);
+    SCOPED_TRACE(std::string("tile ") + tile);
+    check_dense(rng_, t, k1, 200, 77, false);
+    check_dense(rng_, t, 256, 130, 150, true);
+  }
+  check_dense(rng_, t, 1024, 300, 300, false);  // automatic tile
+}
+
+TEST_P(GemmCoopmat, Indexed) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  REQUIRE_COOPMAT(t);
+  for (const char* tile : {"L", "M", "S"}) {
+    TileScope scope(tile);
+    SCOPED_TRACE(std::string("tile ") + tile);
+    check_ids(rng_, t, 256, 200, 70, 4, 5, true, false);
+    check_ids(rng_, t, 512, 72, 40, 2, 3, false, true);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GemmCoopmat, ::testing::ValuesIn(kTypes), type_param_name);
+
+// TFLOP/s of Q4_K products with 512 tokens (dense 2048x768 and 2048x4096, and
+// an expert-grouped 128-expert top-8 layer of 2048x768 experts), per tile.
+TEST(GemmCoopmatBench, Q4K) {
+  if (!std::getenv("VKMOE_COOPMAT_BENCH")) GTEST_SKIP() << "set VKMOE_COOPMAT_BENCH=1 to measure";
+  REQUIRE_COOPMAT(GgmlType::Q4_K);
+  Context& ctx = shared_context();
+  std::printf("%s", ctx.info().summary().c_str());
+  std::mt19937 rng(1);
+  const uint32_t n_tokens = 512, ncols = 2048, reps = 20;
+  auto time_ns = [&](auto&& record) {
+    TimestampPool ts(ctx, 2);
+    Recorder rec(ctx);
+    for (int warm = 0; warm < 2; ++warm) {
+      rec.begin();
+      rec.reset_timestamps(ts, 0, 2);
+      rec.timestamp(ts, 0);
+      for (uint32_t i = 0; i < reps; ++i) {
+        record(rec);
+        rec.barrier();
+      }
+      rec.timestamp(ts, 1);
+      rec.submit().wait();
+    }
+    const auto ns = ts.read_ns(0, 2);
+    return (ns[1] - ns[0]) / reps;
+  };
+  std::vector<float> x(size_t(n_tokens) * ncols);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto& v : x) v = nd(rng);
+  Buffer xb = upload(ctx, x.data(), x.size() * 4, "x");
+  for (uint32_t nrows : {768u, 4096u}) {
+    const QMatrix m = random_matrix(rng, GgmlType::Q4_K, ncols, nrows);
+    Buffer wb = upload(ctx, m.bytes.data(), m.bytes.size(), "w");
+    Buffer yb = ctx.create_buffer(size_t(n_tokens) * nrows * 4, MemoryKind::Device, "y");
+    GemmArgs a;
+    a.type = GgmlType::Q4_K;
+    a.ncols = ncols;
+    a.nrows = nrows;
+    a.n_tokens = n_tokens;
+    a.w = BufferRange(wb);
+    a.x = BufferRange(xb);
+    a.x_stride = ncols;
+    a.y = BufferRange(yb);
+    a.y_stride = nrows;
+    for (const char* tile : {"auto", "L", "M", "S", "XS", "XS32"}) {
+      TileScope scope(tile);
+      const double ns = time_ns([&](Recorder& rec) { record_gemm_coopmat(rec, a, nullptr); });
+      std::printf("coopmat Q4_K dense %ux%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n", ncols, nrows,
+                  n_tokens, tile, ns / 1e3, 2.0 * ncols * nrows * n_tokens / ns / 1e3);
+    }
+  }
+  {
+    const uint32_t n_experts = 128, k = 8, nrows = 768;
+    std::vector<uint8_t> wbytes;
+    const QMatrix m = random_matrix(rng, GgmlType::Q4_K, ncols, nrows);
+    for (uint32_t e = 0; e < n_experts; ++e) wbytes.insert(wbytes.end(), m.bytes.begin(), m.bytes.end());
+    const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
+    const std::vector<uint32_t> table = random_table(rng, L, n_experts);
+    Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"), tb = upload(ctx, table.data(), table.size() * 4, "t");
+    Buffer yb = ctx.create_buffer(size_t(L.max_slots()) * nrows * 4, MemoryKind::Device, "y");
+    GemmIdsArgs a;
+    a.type = GgmlType::Q4_K;
+    a.ncols = ncols;
+    a.nrows = nrows;
+    a.w = BufferRange(wb);
+    a.x = BufferRange(xb);
+    a.x_stride = ncols;
+    a.y = BufferRange(yb);
+    a.y_stride = nrows;
+    a.table = BufferRange(tb);
+    a.layout = L;
+    a.expert_stride = m.bytes.size();
+    a.n_experts = n_experts;
+    for (const char* tile : {"auto", "L", "M", "S"}) {
+      TileScope scope(tile);
+      const double ns = time_ns([&](Recorder& rec) { record_gemm_coopmat(rec, a, &a); });
+      const double flops = 2.0 * ncols * nrows * n_tokens * k;  // useful products only
+      std::printf("coopmat Q4_K ids %ux%u, %u experts top-%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n",
+                  ncols, nrows, n_experts, k, n_tokens, tile, ns / 1e3, flops / ns / 1e3);
+    }
+  }
+}
