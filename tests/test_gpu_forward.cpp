@@ -51,6 +51,7 @@ TEST_P(GpuForwardArch, LogitsMatchCpuReference) {
   EngineOptions o;
   o.n_ctx = 32;
   o.kv_type = "f32";  // the reference keeps f32 keys and values
+  o.gemm = "tiled";   // and f32 activations
   auto gpu = make_engine(*m, o);
   CpuForward ref(*m, 32);
   std::mt19937 rng(seed);
