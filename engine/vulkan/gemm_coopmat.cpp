@@ -14,29 +14,11 @@
 
 #include "base/error.h"
 #include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
 namespace {
 
-struct CoopType {
-  const char* suffix;
-  uint32_t qk, block_bytes, align;  // elements and bytes per block; weight alignment (bytes)
-};
-
-const CoopType* coop_type(GgmlType t) {
-  static const CoopType f32{"f32", 1, 4, 16}, f16{"f16", 1, 2, 16}, bf16{"bf16", 1, 2, 16},
-      q8_0{"q8_0", 32, 34, 2}, q4_k{"q4_k", 256, 144, 16}, q5_k{"q5_k", 256, 176, 16}, q6_k{"q6_k", 256, 210, 2};
-  switch (t) {
-    case GgmlType::F32: return &f32;
-    case GgmlType::F16: return &f16;
-    case GgmlType::BF16: return &bf16;
-    case GgmlType::Q8_0: return &q8_0;
-    case GgmlType::Q4_K: return &q4_k;
-    case GgmlType::Q5_K: return &q5_k;
-    case GgmlType::Q6_K: return &q6_k;
-    default: return nullptr;
-  }
-}
 
 // Workgroup tile: BM weight rows x BN tokens, subgroups of WM x WN each, BK
 // columns per step.
@@ -130,7 +112,7 @@ bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
   return false;
 #else
   const DeviceInfo& d = ctx.info();
-  if (!coop_type(t) || !d.cooperative_matrix || d.api_version < VK_API_VERSION_1_3) return false;
+  if (!gpu_weight_type(t) || !d.cooperative_matrix || d.api_version < VK_API_VERSION_1_3) return false;
   if (!(d.shader_float16 && d.storage_16bit && d.shader_int16) || d.subgroup_size == 0) return false;
   const Frag f = pick_fragment(d);
   return f.m != 0 && pick_tile(d, f, false, 1, 1) != nullptr && pick_tile(d, f, true, 1, 1) != nullptr;
@@ -138,13 +120,13 @@ bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
 }
 
 void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids) {
-  const CoopType* T = coop_type(a.type);
+  const GpuWeightType* T = gpu_weight_type(a.type);
   if (!T) throw Error(std::string("coopmat GEMM: unsupported weight type ") + type_name(a.type));
   Context& ctx = rec.context();
   if (!gemm_coopmat_available(ctx, a.type))
     throw Error("coopmat GEMM: not available on " + ctx.info().name +
                 " (needs VK_KHR_cooperative_matrix f16->f32 and shaders built with glslang 15)");
-  const uint32_t qk = T->qk == 1 ? 8 : T->qk;
+  const uint32_t qk = T->block_elems == 1 ? 8 : T->block_elems;
   if (a.ncols == 0 || a.nrows == 0 || a.ncols % qk != 0)
     throw Error("coopmat GEMM: ncols " + std::to_string(a.ncols) + " is not a positive multiple of " +
                 std::to_string(qk) + " for " + type_name(a.type));
@@ -154,7 +136,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   const uint32_t cols = ids ? ids->layout.max_tiles : a.n_tokens;  // tiles or tokens
   if (cols == 0) return;
 
-  const uint64_t matrix_bytes = uint64_t(a.ncols / T->qk) * T->block_bytes * a.nrows;
+  const uint64_t matrix_bytes = uint64_t(a.ncols / T->block_elems) * T->block_bytes * a.nrows;
   // Rows of x read and of y written: tokens, or slots of the MoE table.
   const uint32_t x_rows = ids ? (ids->gather_x ? ids->layout.n_tokens : ids->layout.max_slots()) : a.n_tokens;
   const uint32_t y_rows = ids ? ids->layout.max_slots() : a.n_tokens;

@@ -5,30 +5,10 @@
 #include <vector>
 
 #include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
 namespace {
-
-struct GemmType {
-  const char* suffix;  // shader name suffix
-  uint32_t block;      // elements per ggml block
-  uint32_t unit;       // shader load unit in bytes (= required weight alignment)
-};
-
-const GemmType* gemm_type(GgmlType t) {
-  static const GemmType f32{"f32", 1, 16}, f16{"f16", 1, 16}, bf16{"bf16", 1, 16}, q8_0{"q8_0", 32, 2},
-      q4_k{"q4_k", 256, 16}, q5_k{"q5_k", 256, 16}, q6_k{"q6_k", 256, 2};
-  switch (t) {
-    case GgmlType::F32: return &f32;
-    case GgmlType::F16: return &f16;
-    case GgmlType::BF16: return &bf16;
-    case GgmlType::Q8_0: return &q8_0;
-    case GgmlType::Q4_K: return &q4_k;
-    case GgmlType::Q5_K: return &q5_k;
-    case GgmlType::Q6_K: return &q6_k;
-    default: return nullptr;
-  }
-}
 
 // Push constants (must match shaders/gemm.comp).
 struct GemmPush {
@@ -86,17 +66,17 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
 }
 
 // Validates what every path relies on; returns the type's layout.
-const GemmType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
-  const GemmType* L = gemm_type(a.type);
+const GpuWeightType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
+  const GpuWeightType* L = gpu_weight_type(a.type);
   if (!L) throw Error(std::string("no GPU GEMM for weight type ") + type_name(a.type));
-  const uint32_t mult = std::max(L->block, kBK);
+  const uint32_t mult = std::max(L->block_elems, kBK);
   if (a.ncols == 0 || a.ncols % mult != 0)
     throw Error("gemm: ncols " + std::to_string(a.ncols) + " is not a positive multiple of " + std::to_string(mult) +
                 " for " + type_name(a.type));
   if (a.nrows == 0) throw Error("gemm: nrows is 0");
-  if (a.w.offset % L->unit != 0 || a.w_offset % L->unit != 0)
+  if (a.w.offset % L->align != 0 || a.w_offset % L->align != 0)
     throw Error(std::string("internal error: gemm weights of type ") + type_name(a.type) + " must be " +
-                std::to_string(L->unit) + "-byte aligned");
+                std::to_string(L->align) + "-byte aligned");
   if (a.x_offset % 4 != 0 || a.x_stride % 4 != 0)
     throw Error("internal error: gemm x_offset and x_stride must be multiples of 4 floats");
   // Rows of X read and of Y written.
@@ -111,7 +91,7 @@ const GemmType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
   uint64_t w_end = a.w_offset + matrix_bytes;
   if (ids) {
     if (ids->n_experts == 0) throw Error("internal error: gemm_ids with n_experts = 0");
-    if (ids->expert_stride % L->unit != 0)
+    if (ids->expert_stride % L->align != 0)
       throw Error("internal error: gemm_ids expert_stride breaks the weight alignment");
     if (ids->n_experts > 1 && ids->expert_stride < matrix_bytes)
       throw Error("internal error: gemm_ids expert_stride is smaller than one expert");
@@ -119,7 +99,7 @@ const GemmType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
     check_range("table", ids->table, ids->layout.bytes());
   }
   check_range("weights", a.w, w_end);
-  if (w_end / L->unit > UINT32_MAX) throw Error("internal error: gemm weights exceed the shader's offset range");
+  if (w_end / L->align > UINT32_MAX) throw Error("internal error: gemm weights exceed the shader's offset range");
   check_range("x", a.x, (uint64_t(a.x_offset) + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * 4);
   check_range("y", a.y, (uint64_t(a.y_offset) + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * 4);
   return *L;
@@ -137,7 +117,7 @@ GemmPath resolve(const Context& ctx, GemmPath p, GgmlType t) {
   return p;
 }
 
-void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GemmType& L) {
+void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GpuWeightType& L) {
   const DeviceInfo& dev = rec.context().info();
   const uint32_t cols = ids ? ids->layout.max_tiles : a.n_tokens;
   if (cols == 0) return;
@@ -153,7 +133,7 @@ void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, cons
   push.ncols = a.ncols;
   push.nrows = a.nrows;
   push.n_tokens = ids ? ids->layout.n_tokens : a.n_tokens;
-  push.w_offset = static_cast<uint32_t>(a.w_offset / L.unit);
+  push.w_offset = static_cast<uint32_t>(a.w_offset / L.align);
   push.x_offset = a.x_offset;
   push.x_stride = a.x_stride;
   push.y_offset = a.y_offset;
@@ -161,7 +141,7 @@ void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, cons
   push.accumulate = a.accumulate ? 1 : 0;
   Context& ctx = rec.context();
   if (ids) {
-    push.expert_stride = static_cast<uint32_t>(ids->expert_stride / L.unit);
+    push.expert_stride = static_cast<uint32_t>(ids->expert_stride / L.align);
     push.n_experts = ids->n_experts;
     push.gather_x = ids->gather_x ? 1 : 0;
     push.count_off = ids->layout.count_off;
@@ -176,7 +156,7 @@ void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, cons
 }
 
 void record(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GemmConfig& cfg) {
-  const GemmType& L = validate(a, ids);
+  const GpuWeightType& L = validate(a, ids);
   switch (resolve(rec.context(), cfg.path, a.type)) {
     case GemmPath::CoopMat: return record_gemm_coopmat(rec, a, ids);
     case GemmPath::Int8Dot: return record_gemm_int8(rec, a, ids);
@@ -196,7 +176,7 @@ const char* gemm_path_name(GemmPath p) {
   return "?";
 }
 
-bool gemm_supported(GgmlType t) { return gemm_type(t) != nullptr; }
+bool gemm_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
 bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t) {
   if (!gemm_supported(t)) return false;
