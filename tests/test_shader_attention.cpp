@@ -11,45 +11,24 @@
 #include "cpu/quant.h"
 #include "engine/vulkan/vk_attention.h"
 
+#include "tests/vk_test_env.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
 namespace {
 
-struct Env {
-  std::unique_ptr<Context> ctx = Context::create();
-  uint32_t seed = std::random_device{}();
-  std::mt19937 rng{seed};
-  std::vector<float> randn(size_t n, float sd = 1.f) {
-    std::normal_distribution<float> nd(0, sd);
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-  }
-  Buffer bytes(const void* src, size_t n) {
-    Buffer b = ctx->create_buffer(std::max<size_t>(n, 4), MemoryKind::Upload, "test");
-    std::memcpy(b.data(), src, n);
-    return b;
-  }
-  Buffer buf(const std::vector<float>& v) { return bytes(v.data(), v.size() * 4); }
+struct Env : test::VkEnv {
   // A cache buffer holding x converted to type t.
   Buffer cache(const std::vector<float>& x, KvType t) {
     if (t == KvType::F32) return buf(x);
     std::vector<uint16_t> h(x.size());
     for (size_t i = 0; i < x.size(); ++i) h[i] = fp32_to_fp16(x[i]);
-    return bytes(h.data(), h.size() * 2);
+    return buf(h);
   }
   std::vector<float> read_cache(const Buffer& b, size_t n, KvType t) {
     std::vector<float> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = t == KvType::F32 ? b.as<float>()[i] : fp16_to_fp32(b.as<uint16_t>()[i]);
     return v;
-  }
-  template <class Fn>
-  void record(Fn&& fn) {
-    Recorder r(*ctx);
-    r.begin();
-    fn(r);
-    r.submit().wait();
   }
 };
 

@@ -15,33 +15,13 @@
 #include "cpu/moe_route.h"
 #include "engine/vulkan/vk_moe.h"
 
+#include "tests/vk_test_env.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
 namespace {
 
-struct Env {
-  std::unique_ptr<Context> ctx = Context::create();
-  uint32_t seed = std::random_device{}();
-  std::mt19937 rng{seed};
-  std::vector<float> randn(size_t n, float sd = 1.f) {
-    std::normal_distribution<float> nd(0, sd);
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-  }
-  template <class T>
-  Buffer buf(const std::vector<T>& v) {
-    Buffer b = ctx->create_buffer(std::max<size_t>(v.size(), 1) * 4, MemoryKind::Upload, "test");
-    std::memcpy(b.data(), v.data(), v.size() * 4);
-    return b;
-  }
-  template <class T>
-  std::vector<T> read(const Buffer& b, size_t n) {
-    std::vector<T> v(n);
-    std::memcpy(v.data(), b.data(), n * 4);
-    return v;
-  }
+struct Env : test::VkEnv {
   // Distinct expert ids per token; with skew, half the tokens pick experts 0..k-1.
   std::vector<int32_t> random_ids(uint32_t n_tokens, uint32_t k, uint32_t n_expert, bool skew) {
     std::vector<int32_t> ids(n_tokens * k), perm(n_expert);

@@ -8,42 +8,14 @@
 
 #include "cpu/moe_route.h"
 #include "engine/forward/cpu_forward.h"
-#include "engine/vulkan/vk_runtime.h"
 
+#include "tests/vk_test_env.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
 namespace {
 
-struct Env {
-  std::unique_ptr<Context> ctx = Context::create();
-  uint32_t seed = std::random_device{}();
-  std::mt19937 rng{seed};
-  std::vector<float> randn(size_t n, float sd = 1.f) {
-    std::normal_distribution<float> nd(0, sd);
-    std::vector<float> v(n);
-    for (auto& x : v) x = nd(rng);
-    return v;
-  }
-  Buffer buf(const std::vector<float>& v) {
-    Buffer b = ctx->create_buffer(std::max<size_t>(v.size(), 1) * 4, MemoryKind::Upload, "test");
-    std::memcpy(b.data(), v.data(), v.size() * 4);
-    return b;
-  }
-  std::vector<float> read(const Buffer& b, size_t n) {
-    std::vector<float> v(n);
-    std::memcpy(v.data(), b.data(), n * 4);
-    return v;
-  }
-  template <class Push>
-  void run(const char* shader, std::initializer_list<BufferRange> bindings, const Push& pc, uint32_t groups) {
-    const Pipeline& p = ctx->pipeline(shader, static_cast<uint32_t>(bindings.size()), sizeof(Push));
-    Recorder r(*ctx);
-    r.begin();
-    r.dispatch(p, bindings, pc, groups);
-    r.submit().wait();
-  }
-};
+using Env = test::VkEnv;
 
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, double rel, const char* what) {
   ASSERT_EQ(got.size(), want.size());
