@@ -19,6 +19,7 @@
 #include "engine/vulkan/gemm_paths.h"
 #include "engine/vulkan/vk_runtime.h"
 
+#include "tests/gemm_test_util.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -27,16 +28,12 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
-Context& shared_context() {
-  static std::unique_ptr<Context> ctx = Context::create();
-  return *ctx;
-}
 
 // Skips the test unless the path runs here.
 #define REQUIRE_COOPMAT(t)                                                                          \
   do {                                                                                              \
-    const DeviceInfo& dev_ = shared_context().info();                                               \
-    if (!gemm_coopmat_available(shared_context(), t))                                               \
+    const DeviceInfo& dev_ = test::shared_context().info();                                               \
+    if (!gemm_coopmat_available(test::shared_context(), t))                                               \
       GTEST_SKIP() << "coopmat GEMM unavailable on " << dev_.name                                   \
                    << (dev_.cooperative_matrix ? "" : " (no VK_KHR_cooperative_matrix)")            \
                    << (kShadersBuilt ? "" : " (shaders not built: glslang 15 missing)");            \
@@ -53,32 +50,10 @@ struct TileScope {
   ~TileScope() { unsetenv("VKMOE_COOPMAT_TILE"); }
 };
 
-struct QMatrix {
-  GgmlType type;
-  uint32_t ncols = 0, nrows = 0;
-  size_t row_bytes = 0;
-  std::vector<uint8_t> bytes;
-  std::vector<float> deq;
-};
 
-QMatrix random_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows) {
-  QMatrix m{t, ncols, nrows, row_bytes(t, ncols), {}, {}};
-  m.bytes.resize(m.row_bytes * nrows);
-  m.deq.resize(size_t(ncols) * nrows);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::uniform_real_distribution<float> scale(0.05f, 3.f);
-  std::vector<float> row(ncols);
-  for (uint32_t r = 0; r < nrows; ++r) {
-    const float s = scale(rng), bias = 0.3f * nd(rng);
-    for (auto& v : row) v = s * nd(rng) + bias;
-    quantize_row(t, row.data(), m.bytes.data() + r * m.row_bytes, ncols);
-    dequantize_row(t, m.bytes.data() + r * m.row_bytes, m.deq.data() + size_t(r) * ncols, ncols);
-  }
-  return m;
-}
 
 // Checks y[r] against W[r] . x (+ y0[r]).
-void expect_row(const QMatrix& m, const float* x, const float* y, const float* y0, bool accumulate,
+void expect_row(const test::QMatrix& m, const float* x, const float* y, const float* y0, bool accumulate,
                 const std::string& where) {
   for (uint32_t r = 0; r < m.nrows; ++r) {
     double ref = 0, mag = 0;
@@ -103,10 +78,10 @@ Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
 
 void check_dense(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
                  bool accumulate) {
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
                std::to_string(n_tokens) + (accumulate ? " accumulate" : ""));
-  const QMatrix m = random_matrix(rng, t, ncols, nrows);
+  const test::QMatrix m = test::quantized_matrix(rng, t, ncols, nrows);
   std::normal_distribution<float> nd(0.f, 1.f);
   const uint32_t w_off = 32, x_off = 4, x_stride = ncols + 12, y_off = 3, y_stride = nrows + 5;
   std::vector<float> x(x_off + size_t(n_tokens) * x_stride), y0(y_off + size_t(n_tokens) * y_stride + 7);
@@ -180,12 +155,12 @@ std::vector<uint32_t> random_table(std::mt19937& rng, const MoeTableLayout& L, u
 
 void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
                uint32_t n_experts, bool gather_x, bool accumulate) {
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " ids " + std::to_string(ncols) + "x" + std::to_string(nrows) +
                " tokens " + std::to_string(n_tokens) + " k " + std::to_string(k) + " experts " +
                std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : ""));
-  std::vector<QMatrix> ms;
-  for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(random_matrix(rng, t, ncols, nrows));
+  std::vector<test::QMatrix> ms;
+  for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(test::quantized_matrix(rng, t, ncols, nrows));
   const uint64_t expert_stride = (ms[0].bytes.size() + 15) / 16 * 16 + 16;
   const uint32_t w_off = 16;
   std::vector<uint8_t> wbytes(w_off + expert_stride * n_experts, 0);
@@ -292,7 +267,7 @@ INSTANTIATE_TEST_SUITE_P(Types, GemmCoopmat, ::testing::ValuesIn(kTypes), type_p
 TEST(GemmCoopmatBench, Q4K) {
   if (!std::getenv("VKMOE_COOPMAT_BENCH")) GTEST_SKIP() << "set VKMOE_COOPMAT_BENCH=1 to measure";
   REQUIRE_COOPMAT(GgmlType::Q4_K);
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   std::printf("%s", ctx.info().summary().c_str());
   std::mt19937 rng(1);
   const uint32_t n_tokens = 512, ncols = 2048, reps = 20;
@@ -318,7 +293,7 @@ TEST(GemmCoopmatBench, Q4K) {
   for (auto& v : x) v = nd(rng);
   Buffer xb = upload(ctx, x.data(), x.size() * 4, "x");
   for (uint32_t nrows : {768u, 4096u}) {
-    const QMatrix m = random_matrix(rng, GgmlType::Q4_K, ncols, nrows);
+    const test::QMatrix m = test::quantized_matrix(rng, GgmlType::Q4_K, ncols, nrows);
     Buffer wb = upload(ctx, m.bytes.data(), m.bytes.size(), "w");
     Buffer yb = ctx.create_buffer(size_t(n_tokens) * nrows * 4, MemoryKind::Device, "y");
     GemmArgs a;
@@ -341,7 +316,7 @@ TEST(GemmCoopmatBench, Q4K) {
   {
     const uint32_t n_experts = 128, k = 8, nrows = 768;
     std::vector<uint8_t> wbytes;
-    const QMatrix m = random_matrix(rng, GgmlType::Q4_K, ncols, nrows);
+    const test::QMatrix m = test::quantized_matrix(rng, GgmlType::Q4_K, ncols, nrows);
     for (uint32_t e = 0; e < n_experts; ++e) wbytes.insert(wbytes.end(), m.bytes.begin(), m.bytes.end());
     const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
     const std::vector<uint32_t> table = random_table(rng, L, n_experts);

@@ -21,6 +21,7 @@
 #include "engine/vulkan/gemm_paths.h"
 #include "engine/vulkan/vk_runtime.h"
 
+#include "tests/gemm_test_util.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -29,35 +30,11 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 const uint32_t kTokenCounts[] = {1, 13, 64, 100};
 
-Context& shared_context() {
-  static std::unique_ptr<Context> ctx = Context::create();
-  return *ctx;
-}
 
 // ncols that exercise a partial K-step (Q8_0: 13 blocks of 32) or several super-blocks.
 uint32_t test_ncols(GgmlType t) { return t == GgmlType::Q8_0 ? 416 : 768; }
 
-struct QMatrix {
-  std::vector<uint8_t> bytes;
-  std::vector<float> deq;  // nrows * ncols
-};
 
-QMatrix random_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows) {
-  QMatrix m;
-  const size_t rb = row_bytes(t, ncols);
-  m.bytes.resize(rb * nrows);
-  m.deq.resize(size_t(ncols) * nrows);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::uniform_real_distribution<float> scale(0.05f, 3.f);
-  std::vector<float> row(ncols);
-  for (uint32_t r = 0; r < nrows; ++r) {
-    const float s = scale(rng), bias = 0.3f * nd(rng);  // varied scales and offsets per row
-    for (auto& v : row) v = s * nd(rng) + bias;
-    quantize_row(t, row.data(), m.bytes.data() + r * rb, ncols);
-    dequantize_row(t, m.bytes.data() + r * rb, m.deq.data() + size_t(r) * ncols, ncols);
-  }
-  return m;
-}
 
 // Random activations with varied magnitudes per 32-block, some blocks all zero.
 std::vector<float> random_x(std::mt19937& rng, size_t n) {
@@ -137,8 +114,8 @@ void check_output(float y, double base, const float* w, const float* x, const Qu
 class GemmInt8 : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
-    if (!gemm_int8_available(shared_context(), GetParam()))
-      GTEST_SKIP() << "no int8 GEMM for " << type_name(GetParam()) << " on " << shared_context().info().name;
+    if (!gemm_int8_available(test::shared_context(), GetParam()))
+      GTEST_SKIP() << "no int8 GEMM for " << type_name(GetParam()) << " on " << test::shared_context().info().name;
     seed_ = std::random_device{}();
     rng_.seed(seed_);
   }
@@ -153,9 +130,9 @@ class GemmInt8 : public ::testing::TestWithParam<GgmlType> {
 TEST_P(GemmInt8, Dense) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = GetParam();
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   const uint32_t ncols = test_ncols(t), nrows = 100;
-  const QMatrix m = random_matrix(rng_, t, ncols, nrows);
+  const test::QMatrix m = test::quantized_matrix(rng_, t, ncols, nrows);
   const uint32_t w_off = 48;
   Buffer wb = ctx.create_buffer(w_off + m.bytes.size(), MemoryKind::Device, "w");
   ctx.write_buffer(wb, w_off, m.bytes.data(), m.bytes.size());
@@ -222,10 +199,10 @@ TEST_P(GemmInt8, Dense) {
 TEST_P(GemmInt8, Indexed) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = GetParam();
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   const uint32_t ncols = test_ncols(t), nrows = 70, n_experts = 6, k = 4;
-  std::vector<QMatrix> experts;
-  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(random_matrix(rng_, t, ncols, nrows));
+  std::vector<test::QMatrix> experts;
+  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(test::quantized_matrix(rng_, t, ncols, nrows));
   const size_t ebytes = experts[0].bytes.size(), stride = (ebytes + 15) / 16 * 16 + 16;
   const uint32_t w_off = 32;
   Buffer wb = ctx.create_buffer(w_off + stride * n_experts, MemoryKind::Device, "experts");
@@ -316,7 +293,7 @@ TEST_P(GemmInt8, Indexed) {
         const uint32_t tok = uint32_t(table[L.slot_token_off + s]), xr = gather_x ? tok : s;
         const float* xs = x.data() + x_off + size_t(xr) * x_stride;
         check_quantized_row(qx, xr, xs);
-        const QMatrix& m = experts[slot_expert[s]];
+        const test::QMatrix& m = experts[slot_expert[s]];
         for (uint32_t r = 0; r < nrows; ++r) {
           const size_t yi = y_off + size_t(s) * y_stride + r;
           written[yi] = true;
@@ -342,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(Types, GemmInt8, ::testing::ValuesIn(kTypes),
 // Availability follows the type and the device; a missing scratch or a bad
 // shape is an Error, not a dispatch.
 TEST(GemmInt8Args, Errors) {
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   EXPECT_FALSE(gemm_int8_available(ctx, GgmlType::F32));
   EXPECT_FALSE(gemm_int8_available(ctx, GgmlType::F16));
   if (!gemm_int8_available(ctx, GgmlType::Q4_K)) GTEST_SKIP() << "no integer dot products on this device";

@@ -15,6 +15,7 @@
 #include "engine/vulkan/vk_runtime.h"
 #include "tools/bench_shaders.h"
 
+#include "tests/gemm_test_util.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -23,59 +24,10 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
-Context& shared_context() {
-  static std::unique_ptr<Context> ctx = Context::create();
-  return *ctx;
-}
 
 const GemmConfig kTiled{GemmPath::Tiled};
 
-// A random weight matrix: its bytes and its dequantized rows.
-struct QMatrix {
-  uint32_t ncols = 0, nrows = 0;
-  std::vector<uint8_t> bytes;
-  std::vector<float> deq;  // nrows * ncols
-};
 
-// Random valid blocks (every quant bit pattern, random 6-bit scales and
-// mins), with the blocks' f16 scales set to random finite values; float
-// types get normal values. Cheaper than quantize_row for large matrices.
-QMatrix random_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows) {
-  QMatrix m{ncols, nrows, {}, {}};
-  const size_t rb = row_bytes(t, ncols), n = size_t(ncols) * nrows;
-  m.bytes.resize(rb * nrows);
-  m.deq.resize(n);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
-  auto put16 = [&](size_t off, uint16_t v) { std::memcpy(m.bytes.data() + off, &v, 2); };
-  if (t == GgmlType::F32) {
-    for (size_t i = 0; i < n; ++i) {
-      const float v = nd(rng);
-      std::memcpy(m.bytes.data() + 4 * i, &v, 4);
-    }
-  } else if (t == GgmlType::F16 || t == GgmlType::BF16) {
-    for (size_t i = 0; i < n; ++i) put16(2 * i, t == GgmlType::F16 ? fp32_to_fp16(nd(rng)) : fp32_to_bf16(nd(rng)));
-  } else {
-    for (auto& b : m.bytes) b = static_cast<uint8_t>(rng());
-    const size_t bb = type_traits(t).type_size, blocks = m.bytes.size() / bb;
-    for (size_t b = 0; b < blocks; ++b) {
-      const size_t o = b * bb;
-      switch (t) {
-        case GgmlType::Q8_0: put16(o, fp32_to_fp16(scale(rng))); break;
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:  // d, dmin
-          put16(o, fp32_to_fp16(scale(rng)));
-          put16(o + 2, fp32_to_fp16(scale(rng)));
-          break;
-        case GgmlType::Q6_K: put16(o + 208, fp32_to_fp16(scale(rng))); break;
-        default: break;
-      }
-    }
-  }
-  for (uint32_t r = 0; r < nrows; ++r)
-    dequantize_row(t, m.bytes.data() + r * rb, m.deq.data() + size_t(r) * ncols, ncols);
-  return m;
-}
 
 std::vector<float> random_floats(std::mt19937& rng, size_t n) {
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -85,7 +37,7 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n) {
 }
 
 // Checks y[yi] = W[r] . x (+ y0[yi]) within the stated tolerance.
-::testing::AssertionResult near_ref(const QMatrix& m, uint32_t r, const float* x, float got, float y0,
+::testing::AssertionResult near_ref(const test::QMatrix& m, uint32_t r, const float* x, float got, float y0,
                                     bool accumulate) {
   // Four partial sums (ncols is a multiple of 4) keep the loop fast.
   double ref4[4] = {}, mag4[4] = {};
@@ -111,8 +63,8 @@ struct DenseCase {
 void check_dense(std::mt19937& rng, GgmlType t, const DenseCase& c) {
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(c.ncols) + "x" + std::to_string(c.nrows) + " tokens " +
                std::to_string(c.n_tokens) + (c.accumulate ? " accumulate" : ""));
-  Context& ctx = shared_context();
-  const QMatrix m = random_matrix(rng, t, c.ncols, c.nrows);
+  Context& ctx = test::shared_context();
+  const test::QMatrix m = test::random_block_matrix(rng, t, c.ncols, c.nrows);
   // Non-zero offsets, strides with gaps (x: multiples of 4 floats as required).
   const uint32_t w_off = 64, x_off = 8, x_stride = c.ncols + 12, y_off = 5, y_stride = c.nrows + 3;
   const std::vector<float> x = random_floats(rng, x_off + size_t(x_stride) * c.n_tokens);
@@ -215,12 +167,12 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
                std::to_string(n_tokens) + " k " + std::to_string(k) + (gather_x ? " gather_x" : " slot x") +
                (accumulate ? " accumulate" : ""));
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   const uint32_t n_experts = 7, n_used = 5;  // experts 5 and 6 receive no tokens
   const HostTable h = build_table(rng, n_tokens, k, n_experts, n_used);
   const MoeTableLayout& l = h.layout;
-  std::vector<QMatrix> experts;
-  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(random_matrix(rng, t, ncols, nrows));
+  std::vector<test::QMatrix> experts;
+  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(test::random_block_matrix(rng, t, ncols, nrows));
   const size_t ebytes = experts[0].bytes.size(), stride = (ebytes + 15) / 16 * 16 + 32, w_off = 16;
   Buffer wb = ctx.create_buffer(w_off + stride * n_experts, MemoryKind::Device, "experts");
   for (uint32_t e = 0; e < n_experts; ++e) ctx.write_buffer(wb, w_off + e * stride, experts[e].bytes.data(), ebytes);
@@ -324,7 +276,7 @@ INSTANTIATE_TEST_SUITE_P(ShaderGemm, ShaderGemm, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
 
 TEST(ShaderGemmErrors, RejectsBadArguments) {
-  Context& ctx = shared_context();
+  Context& ctx = test::shared_context();
   Buffer wb = ctx.create_buffer(1 << 16, MemoryKind::Device, "w");
   Buffer xb = ctx.create_buffer(1 << 14, MemoryKind::Device, "x");
   Buffer yb = ctx.create_buffer(1 << 14, MemoryKind::Device, "y");
