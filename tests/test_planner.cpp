@@ -385,3 +385,42 @@ TEST(Planner, ParseSize) {
     EXPECT_NE(std::string(e.what()).find("12QB"), std::string::npos) << e.what();
   }
 }
+
+// Offload modes reserve double-buffered prefill staging from what the cache
+// could use beyond its minimum (a quarter at most); resident plans none.
+TEST(Planner, PrefillStagingComesOutOfTheCacheBudget) {
+  const uint64_t eb = 2 * MiB;
+  PlanInput in = small_moe(0, 8, 32, 4, eb, 50 * MiB, 32 * MiB);
+  in.prefill_staging_experts = 32;
+  const uint64_t fixed = fixed_bytes(in);
+
+  in.vram_budget = fixed + 8 * 32 * eb;  // everything fits: resident, no staging
+  Plan p = make_plan(in);
+  EXPECT_EQ(p.mode, PlanMode::Resident);
+  EXPECT_EQ(p.staging_slots, 0);
+  EXPECT_EQ(p.staging_vram_bytes, 0u);
+
+  in.vram_budget = fixed + 8 * 24 * eb;  // room for 24 slots/layer before staging
+  p = make_plan(in);
+  EXPECT_EQ(p.mode, PlanMode::ExpertCache);
+  // spare beyond the 4-slot minimum: 8 layers x 20 slots; a quarter, double-buffered
+  EXPECT_EQ(p.staging_slots, int(8 * 20 / 4 / 2));
+  EXPECT_EQ(p.staging_vram_bytes, 2ull * p.staging_slots * eb);
+  EXPECT_LE(p.vram_bytes(), in.vram_budget);
+  EXPECT_GE(p.expert_slots_per_layer, 4);
+  EXPECT_NE(format_plan(p).find("prefill expert staging"), std::string::npos) << format_plan(p);
+
+  in.prefill_staging_experts = 0;  // not asked: the cache keeps everything
+  EXPECT_EQ(make_plan(in).staging_slots, 0);
+  EXPECT_EQ(make_plan(in).expert_slots_per_layer, 24);
+
+  in.prefill_staging_experts = 32;
+  in.forced = PlanMode::CpuMoe;  // no cache minimum: staging from the whole spare quarter
+  p = make_plan(in);
+  EXPECT_EQ(p.staging_slots, int(8 * 24 / 4 / 2));
+  EXPECT_EQ(p.expert_cache_bytes, 0u);
+
+  in.forced = PlanMode::Auto;
+  in.vram_budget = fixed + 8 * 5 * eb;  // a quarter of 1 spare slot/layer is less than top-k: none
+  EXPECT_EQ(make_plan(in).staging_slots, 0);
+}
