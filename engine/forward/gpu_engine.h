@@ -99,6 +99,7 @@ class GpuEngine final : public Engine {
     vk::Buffer gate, up, down;
   } staging_[2];
   int staging_slots_ = 0;
+  std::unique_ptr<vk::Recorder> staging_copies_;  // transfer-queue copies into staging slots
   SplitCosts split_costs_;
   struct PrefillStats {
     uint64_t ubatches = 0, layer_passes = 0, cached = 0, uploaded = 0, on_cpu = 0, bytes_uploaded = 0;

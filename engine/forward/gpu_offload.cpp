@@ -259,13 +259,13 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     std::vector<ExpertDemand> cpu_demands;
     int staged = 0;
     vk::Recorder* copies = nullptr;
-    vk::Recorder transfer_rec(*ctx_, &ctx_->transfer_queue());
     for (size_t i = 0; i < misses.size(); ++i) {
       const int e = misses[i].expert;
       if (upload[i]) {
         if (!copies) {
-          copies = &transfer_rec;
-          copies->begin();
+          if (!staging_copies_) staging_copies_ = std::make_unique<vk::Recorder>(*ctx_, &ctx_->transfer_queue());
+          copies = staging_copies_.get();
+          copies->begin();  // the previous layer's copies are complete: its B pass waited for them
         }
         host_experts_->record_copy(*copies, il, e, staging_[h].gate, staging_[h].up, staging_[h].down, staged);
         stage_group[e] = staged++;
@@ -336,7 +336,6 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     stats_.record_cache(il, cached, misses.size());
     stats_.record_compute(il, cached + staged, cpu_batches.size());
     if (staged > 0) stats_.record_upload(il, uint64_t(staged) * expert_bytes);
-    if (copies) copies->wait();  // before transfer_rec goes out of scope
   }
   vk::Recorder& re = next_recorder();
   record_offload_end(re, n);
