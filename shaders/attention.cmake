@@ -1,7 +1,9 @@
 # Batched attention (engine/vulkan/vk_attention.h): rotary/norm/KV-store and
 # flash attention with split-K decode, per KV cache type.
-vkmoe_shader(attn_rope_store_f16 attn_rope_store.comp KV_F16=1)
-vkmoe_shader(attn_rope_store_f32 attn_rope_store.comp KV_F16=0)
-vkmoe_shader(attn_flash_f16 attn_flash.comp KV_F16=1)
-vkmoe_shader(attn_flash_f32 attn_flash.comp KV_F16=0)
+vkmoe_shader(attn_rope_store_f16 attn_rope_store.comp KV_F16=1 KV_Q8=0)
+vkmoe_shader(attn_rope_store_f32 attn_rope_store.comp KV_F16=0 KV_Q8=0)
+vkmoe_shader(attn_rope_store_q8_0 attn_rope_store.comp KV_F16=0 KV_Q8=1)
+vkmoe_shader(attn_flash_f16 attn_flash.comp KV_F16=1 KV_Q8=0)
+vkmoe_shader(attn_flash_f32 attn_flash.comp KV_F16=0 KV_Q8=0)
+vkmoe_shader(attn_flash_q8_0 attn_flash.comp KV_F16=0 KV_Q8=1)
 vkmoe_shader(attn_split_reduce attn_split_reduce.comp)

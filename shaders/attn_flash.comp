@@ -6,10 +6,12 @@
 // Split-K (n_split > 1): workgroup y covers keys [y*kv_len, (y+1)*kv_len) and
 // writes unnormalized partial outputs with their max and sum to `part`
 // for attn_split_reduce.comp. KV_F16: caches hold f16 pairs packed in uints.
+// KV_Q8: int8 quadruples packed in uints and an f16 scale per 32 values
+// (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
 #extension GL_EXT_control_flow_attributes : enable
 #define WG 128
 layout(local_size_x = WG) in;
-layout(constant_id = 0) const uint D = 128;  // head_dim, multiple of 4 (8 for f16)
+layout(constant_id = 0) const uint D = 128;  // head_dim, multiple of 4 (8 for f16, 32 for q8)
 layout(constant_id = 1) const uint BR = 32;  // query rows per workgroup
 layout(constant_id = 2) const uint BC = 32;  // keys per tile
 layout(constant_id = 3) const uint SR = 2;   // scores: rows per invocation
@@ -21,6 +23,10 @@ const uint RS = D4 + 1;       // padded vec4 row stride of the q and kv tiles
 const uint PS4 = BC / 4 + 1;  // padded vec4 row stride of the score tile
 #if KV_F16
 const uint LU = D / 8;  // uvec4 loads (8 halves) per cached head row
+#define KV_T uvec4
+#elif KV_Q8
+const uint LU = D / 16;      // uvec4 loads (16 int8) per cached head row
+const uint SU = (D + 63) / 64;  // uints of f16 scale pairs per cached head row
 #define KV_T uvec4
 #else
 const uint LU = D4;
@@ -39,6 +45,7 @@ layout(push_constant) uniform P {
   uint n_rows, group, pos0, n_head, kv_row_lu;  // kv_row_lu: loads between cache positions
   uint kv_len, n_split, ml_off;  // split-K: keys per split, offset of (max, sum) pairs in part
   float scale_log2;
+  uint kv_scale_off;  // KV_Q8: first scale uint of a cache row
 } p;
 
 shared vec4 q_sh[BR * RS];
@@ -47,11 +54,28 @@ shared vec4 p_sh[BR * PS4];  // scores, then probabilities
 shared float red_max[WG], red_sum[WG];
 shared float row_m[BR], row_l[BR], row_alpha[BR], row_m_new[BR];
 
-// Unpacks one cache load into one or two vec4 of the tile row.
-void store_tile(uint j, uint u, KV_T w) {
+#if KV_Q8
+// The scale of load u of kv head g at cache position pos (block u / 2).
+uint scale_at(uint pos, uint g, uint u) { return pos * p.kv_row_lu * 4 + p.kv_scale_off + g * SU + u / 4; }
+float half_of(uint w, uint u) { return unpackHalf2x16(w)[(u / 2) % 2]; }
+#define K_SCALE(pos, u) half_of(kc[scale_at(pos, g, u) / 4][scale_at(pos, g, u) % 4], u)
+#define V_SCALE(pos, u) half_of(vc[scale_at(pos, g, u) / 4][scale_at(pos, g, u) % 4], u)
+#else
+#define K_SCALE(pos, u) 1.0
+#define V_SCALE(pos, u) 1.0
+#endif
+
+// Unpacks one cache load (scale sc: KV_Q8 only) into vec4s of the tile row.
+void store_tile(uint j, uint u, KV_T w, float sc) {
 #if KV_F16
   kv_sh[j * RS + 2 * u] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
   kv_sh[j * RS + 2 * u + 1] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+#elif KV_Q8
+  [[unroll]] for (uint e = 0; e < 4; ++e) {
+    const int x = int(w[e]);
+    kv_sh[j * RS + 4 * u + e] =
+        vec4(bitfieldExtract(x, 0, 8), bitfieldExtract(x, 8, 8), bitfieldExtract(x, 16, 8), bitfieldExtract(x, 24, 8)) * sc;
+  }
 #else
   kv_sh[j * RS + u] = w;
 #endif
@@ -89,14 +113,21 @@ void main() {
     barrier();  // the previous tile's readers are done
     for (uint i = tid; i < BC * LU; i += WG) {
       const uint j = i / LU, u = i % LU;
-      store_tile(j, u, tile0 + j < kv_hi ? kc[(tile0 + j) * p.kv_row_lu + kv_base + u] : KV_T(0));
+      const bool in_range = tile0 + j < kv_hi;
+      store_tile(j, u, in_range ? kc[(tile0 + j) * p.kv_row_lu + kv_base + u] : KV_T(0),
+                 in_range ? K_SCALE(tile0 + j, u) : 0.0);
     }
     barrier();
     KV_T vreg[NV];  // value tile, loaded while the scores are computed
+    float vsc[NV];
     [[unroll]] for (uint n = 0; n < NV; ++n) {
       const uint i = tid + n * WG, j = i / LU;
       vreg[n] = KV_T(0);
-      if (i < BC * LU && tile0 + j < kv_hi) vreg[n] = vc[(tile0 + j) * p.kv_row_lu + kv_base + i % LU];
+      vsc[n] = 0.0;
+      if (i < BC * LU && tile0 + j < kv_hi) {
+        vreg[n] = vc[(tile0 + j) * p.kv_row_lu + kv_base + i % LU];
+        vsc[n] = V_SCALE(tile0 + j, i % LU);
+      }
     }
     float s[SR * SK];
     [[unroll]] for (uint i = 0; i < SR * SK; ++i) s[i] = 0.0;
@@ -117,7 +148,7 @@ void main() {
     barrier();
     [[unroll]] for (uint n = 0; n < NV; ++n) {
       const uint i = tid + n * WG;
-      if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n]);
+      if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n], vsc[n]);
     }
     float mx = NEG;
     for (uint key = sm_sub; key < BC; key += TPR) mx = max(mx, p_sh[sm_row * PS4 + key / 4][key % 4]);

@@ -3,6 +3,8 @@
 // (x < n_head) are RMS-normed (optional) and rotated in place; key heads are
 // normed, rotated and stored with their value head into the caches at
 // position pos0 + token. KV_F16: the caches hold f16 pairs packed in uints.
+// KV_Q8: int8 quadruples packed in uints with an f16 scale per 32 values
+// (d = amax / 127, q = round(x / d); row layout in engine/vulkan/vk_attention.h).
 #define WG 64
 layout(local_size_x = WG) in;
 layout(std430, binding = 0) buffer Q { float q[]; };
@@ -10,7 +12,7 @@ layout(std430, binding = 1) readonly buffer K { float k[]; };
 layout(std430, binding = 2) readonly buffer V { float v[]; };
 layout(std430, binding = 3) readonly buffer QW { float qw[]; };
 layout(std430, binding = 4) readonly buffer KW { float kw[]; };
-#if KV_F16
+#if KV_F16 || KV_Q8
 layout(std430, binding = 5) writeonly buffer KC { uint k_cache[]; };
 layout(std430, binding = 6) writeonly buffer VC { uint v_cache[]; };
 #else
@@ -20,9 +22,20 @@ layout(std430, binding = 6) writeonly buffer VC { float v_cache[]; };
 layout(push_constant) uniform P {
   uint q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
   float theta, eps;
+  uint kv_row, kv_scale_off;  // KV_Q8: uints per cache position, first scale uint of a row
 } p;
 #include "reduce.glsl"
 shared float h_sh[256];  // head_dim <= 256
+#if KV_Q8
+shared vec2 amax_sh[WG];  // k, v: max |x| of each invocation's 4 values
+shared vec2 d_sh[8];      // k, v scales per block (head_dim <= 256)
+
+// 4 values quantized with inverse scale id, rounded half away from zero.
+uint pack_q8(vec4 x, float id) {
+  const ivec4 q = clamp(ivec4(trunc(x * id + sign(x) * 0.5)), -127, 127);
+  return uint(q.x & 255) | uint(q.y & 255) << 8 | uint(q.z & 255) << 16 | uint(q.w & 255) << 24;
+}
+#endif
 
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x, D = p.head_dim;
@@ -76,6 +89,31 @@ void main() {
   for (uint i = tid; i < half_d; i += WG) {
     k_cache[dst / 2 + i] = packHalf2x16(vec2(h_sh[2 * i], h_sh[2 * i + 1]));
     v_cache[dst / 2 + i] = packHalf2x16(vec2(v[src + 2 * i], v[src + 2 * i + 1]));
+  }
+#elif KV_Q8
+  // Invocation tid < D / 4 holds values 4 tid .. 4 tid + 3 of block tid / 8.
+  const uint row = (p.pos0 + t) * p.kv_row, nq = D / 4, nb = D / 32, su = (D + 63) / 64;
+  vec4 xk = vec4(0), xv = vec4(0);
+  if (tid < nq) {
+    xk = vec4(h_sh[4 * tid], h_sh[4 * tid + 1], h_sh[4 * tid + 2], h_sh[4 * tid + 3]);
+    xv = vec4(v[src + 4 * tid], v[src + 4 * tid + 1], v[src + 4 * tid + 2], v[src + 4 * tid + 3]);
+  }
+  const vec4 ak = abs(xk), av = abs(xv);
+  amax_sh[tid] = vec2(max(max(ak.x, ak.y), max(ak.z, ak.w)), max(max(av.x, av.y), max(av.z, av.w)));
+  barrier();
+  if (tid < nq) {
+    vec2 m = vec2(0);
+    for (uint i = tid & ~7u; i < (tid & ~7u) + 8; ++i) m = max(m, amax_sh[i]);
+    const vec2 d = m / 127.0;
+    k_cache[row + kvh * nq + tid] = pack_q8(xk, d.x != 0.0 ? 1.0 / d.x : 0.0);
+    v_cache[row + kvh * nq + tid] = pack_q8(xv, d.y != 0.0 ? 1.0 / d.y : 0.0);
+    if (tid % 8 == 0) d_sh[tid / 8] = d;
+  }
+  barrier();
+  if (tid < su) {
+    const vec2 d0 = d_sh[2 * tid], d1 = 2 * tid + 1 < nb ? d_sh[2 * tid + 1] : vec2(0);
+    k_cache[row + p.kv_scale_off + kvh * su + tid] = packHalf2x16(vec2(d0.x, d1.x));
+    v_cache[row + p.kv_scale_off + kvh * su + tid] = packHalf2x16(vec2(d0.y, d1.y));
   }
 #else
   for (uint i = tid; i < D; i += WG) {

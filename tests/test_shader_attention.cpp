@@ -1,6 +1,7 @@
 // Batched attention kernels (engine/vulkan/vk_attention.h) on the Vulkan
 // device (lavapipe in CI) against scalar double-precision references on fresh
-// random inputs. F16 caches: the references use K/V rounded to f16 too.
+// random inputs. F16 and Q8_0 caches: the references use K/V rounded the same
+// way (Q8_0: quantized and dequantized on the host).
 #include <gtest/gtest.h>
 
 #include <array>
@@ -17,25 +18,72 @@ using namespace vkmoe::vk;
 
 namespace {
 
+// Q8_0 cache rows as vk_attention.h lays them out, written independently:
+// per position the int8 values of all heads (4 per uint, first in the low
+// byte), then per head ceil(D / 64) uints of f16 scales (block b of head g:
+// uint g * SU + b / 2, half b % 2), padded to a multiple of 4 uints.
+struct Q8Layout {
+  uint32_t D, NKV;
+  uint32_t su() const { return (D + 63) / 64; }
+  uint32_t scale_off() const { return NKV * D / 4; }
+  uint32_t row() const { return (scale_off() + NKV * su() + 3) / 4 * 4; }
+  int8_t q(const std::vector<uint32_t>& w, size_t pos, size_t i) const {  // i < NKV * D
+    return int8_t(w[pos * row() + i / 4] >> (8 * (i % 4)));
+  }
+  float d(const std::vector<uint32_t>& w, size_t pos, size_t i) const {  // scale of value i's block
+    const size_t g = i / D, b = i % D / 32, h = w[pos * row() + scale_off() + g * su() + b / 2] >> (16 * (b % 2));
+    return fp16_to_fp32(uint16_t(h));
+  }
+  // ggml's Q8_0: d = amax / 127 (stored as f16), q = round(x / d) half away from zero.
+  std::vector<uint32_t> pack(const std::vector<float>& x) const {
+    const size_t kv = size_t(NKV) * D, n_pos = x.size() / kv;
+    std::vector<uint32_t> w(n_pos * row(), 0);
+    for (size_t pos = 0; pos < n_pos; ++pos)
+      for (size_t b0 = 0; b0 < kv; b0 += 32) {
+        const float* xb = &x[pos * kv + b0];
+        float amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+        const float d = amax / 127, id = d != 0 ? 1 / d : 0;
+        for (size_t i = 0; i < 32; ++i) {
+          const uint32_t q = uint8_t(int8_t(std::clamp(std::round(xb[i] * id), -127.f, 127.f)));
+          w[pos * row() + (b0 + i) / 4] |= q << (8 * ((b0 + i) % 4));
+        }
+        const size_t g = b0 / D, b = b0 % D / 32;
+        w[pos * row() + scale_off() + g * su() + b / 2] |= uint32_t(fp32_to_fp16(d)) << (16 * (b % 2));
+      }
+    return w;
+  }
+  std::vector<float> unpack(const std::vector<uint32_t>& w) const {
+    const size_t kv = size_t(NKV) * D, n_pos = w.size() / row();
+    std::vector<float> x(n_pos * kv);
+    for (size_t pos = 0; pos < n_pos; ++pos)
+      for (size_t i = 0; i < kv; ++i) x[pos * kv + i] = q(w, pos, i) * d(w, pos, i);
+    return x;
+  }
+};
+
 struct Env : test::VkEnv {
-  // A cache buffer holding x converted to type t.
-  Buffer cache(const std::vector<float>& x, KvType t) {
+  // A cache buffer holding x ([pos][NKV * D]) converted to type t.
+  Buffer cache(const std::vector<float>& x, KvType t, uint32_t D, uint32_t NKV) {
     if (t == KvType::F32) return buf(x);
+    if (t == KvType::Q8_0) return buf(Q8Layout{D, NKV}.pack(x));
     std::vector<uint16_t> h(x.size());
     for (size_t i = 0; i < x.size(); ++i) h[i] = fp32_to_fp16(x[i]);
     return buf(h);
   }
-  std::vector<float> read_cache(const Buffer& b, size_t n, KvType t) {
+  std::vector<float> read_cache(const Buffer& b, size_t n, KvType t, uint32_t D, uint32_t NKV) {
+    if (t == KvType::Q8_0) return Q8Layout{D, NKV}.unpack(read<uint32_t>(b, n / (NKV * D) * Q8Layout{D, NKV}.row()));
     std::vector<float> v(n);
     for (size_t i = 0; i < n; ++i) v[i] = t == KvType::F32 ? b.as<float>()[i] : fp16_to_fp32(b.as<uint16_t>()[i]);
     return v;
   }
 };
 
-// Values as stored in a cache of type t.
-std::vector<float> as_stored(std::vector<float> x, KvType t) {
+// Values as stored in a cache of type t (rows of NKV * D values).
+std::vector<float> as_stored(std::vector<float> x, KvType t, uint32_t D, uint32_t NKV) {
   if (t == KvType::F16)
     for (auto& v : x) v = fp16_to_fp32(fp32_to_fp16(v));
+  if (t == KvType::Q8_0) return Q8Layout{D, NKV}.unpack(Q8Layout{D, NKV}.pack(x));
   return x;
 }
 
@@ -92,9 +140,9 @@ std::pair<std::vector<float>, std::vector<float>> run_attention(Env& e, const Sh
   const uint32_t D = s.D, KV = s.NKV * D, n_kv = s.pos0 + s.n_tokens;
   const uint32_t q_stride = s.NH * D + 4, o_stride = s.NH * D + 8;
   auto q = e.randn(size_t(s.n_tokens) * q_stride, 2.f);
-  auto kc = as_stored(e.randn(size_t(n_kv) * KV), kt), vc = as_stored(e.randn(size_t(n_kv) * KV), kt);
+  auto kc = as_stored(e.randn(size_t(n_kv) * KV), kt, D, s.NKV), vc = as_stored(e.randn(size_t(n_kv) * KV), kt, D, s.NKV);
   const float scale = 1.f / std::sqrt(float(D));
-  Buffer bq = e.buf(q), bk = e.cache(kc, kt), bv = e.cache(vc, kt);
+  Buffer bq = e.buf(q), bk = e.cache(kc, kt, D, s.NKV), bv = e.cache(vc, kt, D, s.NKV);
   Buffer bo = e.buf(std::vector<float>(size_t(s.n_tokens) * o_stride, NAN));
   Buffer bs = e.ctx->create_buffer(attention_scratch_bytes(s.NH, D, n_ctx), MemoryKind::Device, "scratch");
   AttentionArgs a;
@@ -138,12 +186,13 @@ TEST(ShaderAttention, FlashMatchesReferenceOverShapesAndCacheTypes) {
   SCOPED_TRACE("seed " + std::to_string(e.seed));
   const uint32_t gqa[][2] = {{8, 2}, {4, 4}, {8, 1}};  // ratios 4, 1, 8
   int i = 0;
-  for (KvType kt : {KvType::F16, KvType::F32})
+  for (KvType kt : {KvType::F16, KvType::F32, KvType::Q8_0})
     for (uint32_t n_tokens : {1u, 5u, 37u, 130u})
       for (uint32_t pos0 : {0u, 200u})
         for (uint32_t D : {64u, 128u}) {
           const Shape s{D, gqa[i % 3][0], gqa[i % 3][1], n_tokens, pos0};
           ++i;
+          if (kt == KvType::Q8_0 && (n_tokens == 5 || n_tokens == 130)) continue;  // keep the test fast
           SCOPED_TRACE(s.str() + " kv " + kv_type_name(kt));
           auto [got, want] = run_attention(e, s, kt, true, 4096);
           EXPECT_LT(rel_err(got, want), kAttnTol);
@@ -153,9 +202,10 @@ TEST(ShaderAttention, FlashMatchesReferenceOverShapesAndCacheTypes) {
 TEST(ShaderAttention, FlashOddAndLargeHeadDims) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  for (KvType kt : {KvType::F16, KvType::F32})
+  for (KvType kt : {KvType::F16, KvType::F32, KvType::Q8_0})
     for (const Shape& s : {Shape{80, 8, 2, 19, 33}, Shape{256, 4, 2, 21, 50}, Shape{256, 16, 2, 1, 300},
                            Shape{96, 6, 3, 40, 0}}) {
+      if (kt == KvType::Q8_0 && s.D % 32 != 0) continue;  // Q8_0 blocks of 32
       SCOPED_TRACE(s.str() + " kv " + kv_type_name(kt));
       auto [got, want] = run_attention(e, s, kt, true, 4096);
       EXPECT_LT(rel_err(got, want), kAttnTol);
@@ -165,18 +215,19 @@ TEST(ShaderAttention, FlashOddAndLargeHeadDims) {
 TEST(ShaderAttention, SplitKeysEqualUnsplitForLongContexts) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  for (const Shape& s : {Shape{128, 16, 2, 1, 2999}, Shape{64, 8, 8, 1, 3000}, Shape{128, 8, 2, 5, 2000}}) {
-    SCOPED_TRACE(s.str());
-    const uint32_t seed = e.rng();
-    e.rng.seed(seed);
-    auto [split, want] = run_attention(e, s, KvType::F16, true, 4096);
-    e.rng.seed(seed);  // the same inputs without scratch: one dispatch
-    auto [whole, want2] = run_attention(e, s, KvType::F16, false, 4096);
-    ASSERT_EQ(want, want2);
-    EXPECT_LT(rel_err(split, want), kAttnTol);
-    EXPECT_LT(rel_err(whole, want), kAttnTol);
-    EXPECT_LT(rel_err(split, whole), kAttnTol);
-  }
+  for (KvType kt : {KvType::F16, KvType::Q8_0})
+    for (const Shape& s : {Shape{128, 16, 2, 1, 2999}, Shape{64, 8, 8, 1, 3000}, Shape{128, 8, 2, 5, 2000}}) {
+      SCOPED_TRACE(s.str() + " kv " + kv_type_name(kt));
+      const uint32_t seed = e.rng();
+      e.rng.seed(seed);
+      auto [split, want] = run_attention(e, s, kt, true, 4096);
+      e.rng.seed(seed);  // the same inputs without scratch: one dispatch
+      auto [whole, want2] = run_attention(e, s, kt, false, 4096);
+      ASSERT_EQ(want, want2);
+      EXPECT_LT(rel_err(split, want), kAttnTol);
+      EXPECT_LT(rel_err(whole, want), kAttnTol);
+      EXPECT_LT(rel_err(split, whole), kAttnTol);
+    }
 }
 
 TEST(ShaderAttention, ScratchSizeCoversSplits) {
@@ -185,8 +236,17 @@ TEST(ShaderAttention, ScratchSizeCoversSplits) {
   EXPECT_GT(attention_scratch_bytes(32, 128, 32768), attention_scratch_bytes(32, 128, 1024));
   EXPECT_STREQ(kv_type_name(KvType::F16), "f16");
   EXPECT_STREQ(kv_type_name(KvType::F32), "f32");
-  EXPECT_EQ(kv_type_bytes(KvType::F16), 2u);
-  EXPECT_EQ(kv_type_bytes(KvType::F32), 4u);
+  EXPECT_STREQ(kv_type_name(KvType::Q8_0), "q8_0");
+  EXPECT_EQ(kv_cache_bytes(KvType::F16, 10, 128, 2), 10u * 256 * 2);
+  EXPECT_EQ(kv_cache_bytes(KvType::F32, 10, 128, 2), 10u * 256 * 4);
+  EXPECT_EQ(kv_cache_bytes(KvType::Q8_0, 10, 128, 2), 10u * 256 / 32 * 34);  // ggml's Q8_0 size
+  EXPECT_EQ(kv_cache_bytes(KvType::Q8_0, 10, 96, 3), 10u * 80 * 4);  // 72 value + 6 scale uints, padded
+  try {
+    kv_cache_bytes(KvType::Q8_0, 10, 80, 2);
+    FAIL() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("multiple of 32"), std::string::npos) << err.what();
+  }
 }
 
 TEST(ShaderAttention, RopeStoreMatchesReference) {
@@ -195,8 +255,8 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
   const float theta = 1e6f, eps = 1e-6f;
   const uint32_t gqa[][2] = {{4, 4}, {8, 2}, {16, 2}};  // ratios 1, 4, 8
   int iter = 0;
-  for (KvType kt : {KvType::F16, KvType::F32})
-    for (uint32_t D : {64u, 128u})
+  for (KvType kt : {KvType::F16, KvType::F32, KvType::Q8_0})
+    for (uint32_t D : {kt == KvType::Q8_0 ? 96u : 64u, 128u})  // 96: an odd number of Q8_0 blocks
       for (bool norm : {false, true})
         for (bool neox : {false, true}) {
           const uint32_t NH = gqa[iter % 3][0], NKV = gqa[iter % 3][1], KV = NKV * D;
@@ -208,9 +268,12 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
           const uint32_t q_stride = NH * D + 4, kv_stride = KV + 8, n_ctx = pos0 + n_tokens + 2;
           auto q = e.randn(n_tokens * q_stride, 2.f), k = e.randn(n_tokens * kv_stride, 2.f),
                v = e.randn(n_tokens * kv_stride, 2.f), qw = e.randn(D), kw = e.randn(D);
-          const std::vector<float> sentinel(size_t(n_ctx) * KV, 1234.f);  // exact in f16
+          const std::vector<float> sentinel(size_t(n_ctx) * KV, 1234.f);
           Buffer bq = e.buf(q), bk = e.buf(k), bv = e.buf(v), bqw = e.buf(qw), bkw = e.buf(kw);
-          Buffer bkc = e.cache(sentinel, kt), bvc = e.cache(sentinel, kt);
+          Buffer bkc = e.cache(sentinel, kt, D, NKV), bvc = e.cache(sentinel, kt, D, NKV);
+          const size_t row_bytes = kv_cache_bytes(kt, 1, D, NKV), cache_bytes = n_ctx * row_bytes;
+          ASSERT_EQ(bkc.size(), cache_bytes);
+          const auto before = e.read<uint8_t>(bkc, cache_bytes);
           RopeStoreArgs a;
           a.q = bq;
           a.k = bk;
@@ -258,27 +321,57 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
               std::copy_n(&v[t * kv_stride + h * D], D, &want_v[(pos0 + t) * KV + h * D]);
             }
           }
-          want_k = as_stored(want_k, kt);
-          want_v = as_stored(want_v, kt);
           std::vector<float> got_q(bq.as<float>(), bq.as<float>() + q.size());
           // Angles reach 3000 rad, where a float ulp is 2.4e-4 rad: 2e-3 of the range.
           EXPECT_LT(rel_err(got_q, want_q), 2e-3);
-          // Sentinels (1234) dominate the range: compare the written rows separately.
-          auto got_k = e.read_cache(bkc, sentinel.size(), kt), got_v = e.read_cache(bvc, sentinel.size(), kt);
-          for (size_t i = 0; i < sentinel.size(); ++i) {
-            const bool written = i >= size_t(pos0) * KV && i < size_t(pos0 + n_tokens) * KV;
-            if (!written) {
-              ASSERT_EQ(got_k[i], 1234.f) << "k cache element " << i << " overwritten";
-              ASSERT_EQ(got_v[i], 1234.f) << "v cache element " << i << " overwritten";
-            }
+          // Rows other than the written positions keep their bytes.
+          const auto after_k = e.read<uint8_t>(bkc, cache_bytes), after_v = e.read<uint8_t>(bvc, cache_bytes);
+          for (size_t i = 0; i < cache_bytes; ++i) {
+            if (i / row_bytes >= pos0 && i / row_bytes < pos0 + n_tokens) continue;
+            ASSERT_EQ(after_k[i], before[i]) << "k cache byte " << i << " overwritten";
+            ASSERT_EQ(after_v[i], before[i]) << "v cache byte " << i << " overwritten";
           }
           const size_t w0 = size_t(pos0) * KV, w1 = size_t(pos0 + n_tokens) * KV;
           auto slice = [&](const std::vector<float>& x) { return std::vector<float>(x.begin() + w0, x.begin() + w1); };
-          EXPECT_LT(rel_err(slice(got_k), slice(want_k)), 2e-3);
-          // v is stored unchanged (f16: one rounding; allow an ulp for the rounding mode).
-          if (kt == KvType::F32)
-            EXPECT_EQ(slice(got_v), slice(want_v));
-          else
-            EXPECT_LT(rel_err(slice(got_v), slice(want_v)), 1e-3);
+          const auto got_k = slice(e.read_cache(bkc, sentinel.size(), kt, D, NKV));
+          const auto got_v = slice(e.read_cache(bvc, sentinel.size(), kt, D, NKV));
+          const auto exact_k = slice(want_k);  // before rounding to the cache type
+          want_k = slice(as_stored(want_k, kt, D, NKV));
+          want_v = slice(as_stored(want_v, kt, D, NKV));
+          if (kt != KvType::Q8_0) {
+            EXPECT_LT(rel_err(got_k, want_k), 2e-3);
+            // v is stored unchanged (f16: one rounding; allow an ulp for the rounding mode).
+            if (kt == KvType::F32)
+              EXPECT_EQ(got_v, want_v);
+            else
+              EXPECT_LT(rel_err(got_v, want_v), 1e-3);
+            continue;
+          }
+          // Q8_0 v (the same f32 inputs): the same int8 values, or one step off where the
+          // device's division rounds a tie the other way; scales within an f16 ulp.
+          const Q8Layout L{D, NKV};
+          const auto raw_v = e.read<uint32_t>(bvc, cache_bytes / 4);
+          std::vector<float> v_rows(size_t(n_tokens) * KV);
+          for (uint32_t t = 0; t < n_tokens; ++t) std::copy_n(&v[t * kv_stride], KV, &v_rows[t * KV]);
+          const auto want_raw = L.pack(v_rows);
+          size_t exact = 0;
+          for (uint32_t t = 0; t < n_tokens; ++t)
+            for (size_t i = 0; i < KV; ++i) {
+              const int gq = L.q(raw_v, pos0 + t, i), wq = L.q(want_raw, t, i);
+              const float gd = L.d(raw_v, pos0 + t, i), wd = L.d(want_raw, t, i);
+              ASSERT_LE(std::abs(gq - wq), 1) << "v value " << i << " of token " << t;
+              ASSERT_LE(std::fabs(gd - wd), wd * 0x1p-10f) << "v scale of value " << i << " of token " << t;
+              exact += gq == wq;
+            }
+          EXPECT_GT(exact, v_rows.size() * 99 / 100) << "int8 values equal to the reference's";
+          // Q8_0 k (rotated: within 2e-3 of the range of the reference): one quantization
+          // step of its block plus twice the rotation error.
+          double range = 0;
+          for (float x : exact_k) range = std::max(range, double(std::fabs(x)));
+          for (size_t i = 0; i < got_k.size(); ++i) {
+            float amax = 0;
+            for (size_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(exact_k[j]));
+            ASSERT_LE(std::fabs(got_k[i] - want_k[i]), amax / 127 + 4e-3 * range) << "k value " << i;
+          }
         }
 }

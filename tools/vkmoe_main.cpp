@@ -39,7 +39,7 @@ const char* kUsage =
     "  -n, --n-predict N      tokens to generate (default 32)\n"
     "  -c, --ctx N            context size (default 4096 run, what the tests need bench; at most the model's)\n"
     "  -ub, --ubatch-size N   tokens per batched forward pass of the prompt (default 512)\n"
-    "  --kv-type f16|f32      KV cache element type (default f16)\n"
+    "  --kv-type f16|f32|q8_0 KV cache element type (default f16)\n"
     "  --gemm PATH            prompt GEMM kernels: auto, tiled (f32), int8, coopmat (default auto)\n"
     "  --backend gpu|cpu|ref  gpu (Vulkan, default), cpu (SIMD), ref (scalar reference)\n"
     "  --device N             Vulkan device index (see `vkmoe info`)\n"
@@ -176,7 +176,8 @@ EngineOptions engine_options(const Args& a, const Model& m) {
   if (ubatch < 1) throw Error("-ub/--ubatch-size must be at least 1, got " + std::to_string(ubatch));
   o.n_ubatch = static_cast<int>(std::min<long>(ubatch, 1L << 20));
   o.kv_type = a.get("kv-type", o.kv_type);
-  if (o.kv_type != "f16" && o.kv_type != "f32") throw Error("--kv-type must be f16 or f32, got '" + o.kv_type + "'");
+  if (o.kv_type != "f16" && o.kv_type != "f32" && o.kv_type != "q8_0")
+    throw Error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
   o.gemm = a.get("gemm", o.gemm);
   if (o.gemm != "auto" && o.gemm != "tiled" && o.gemm != "int8" && o.gemm != "coopmat")
     throw Error("--gemm must be auto, tiled, int8 or coopmat, got '" + o.gemm + "'");

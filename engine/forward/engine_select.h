@@ -14,7 +14,7 @@ struct EngineOptions {
   std::string backend = "gpu";  // gpu | cpu | ref
   int n_ctx = 4096;
   int n_ubatch = 512;  // tokens per batched forward pass (prompt processing)
-  std::string kv_type = "f16";  // KV cache element type: f16 | f32
+  std::string kv_type = "f16";  // KV cache element type: f16 | q8_0 | f32
   // GEMM kernels of prompt processing: auto | tiled (f32 activations, closest
   // to decode) | int8 (integer dot products) | coopmat (cooperative matrices).
   std::string gemm = "auto";

@@ -19,7 +19,8 @@ namespace {
 vk::KvType parse_kv_type(const std::string& s) {
   if (s == "f16") return vk::KvType::F16;
   if (s == "f32") return vk::KvType::F32;
-  throw Error("unknown KV cache type '" + s + "' (f16, f32)");
+  if (s == "q8_0") return vk::KvType::Q8_0;
+  throw Error("unknown KV cache type '" + s + "' (f16, f32, q8_0)");
 }
 
 vk::GemmConfig parse_gemm(const std::string& s) {
@@ -28,7 +29,9 @@ vk::GemmConfig parse_gemm(const std::string& s) {
   throw Error("unknown GEMM path '" + s + "' (auto, tiled, int8, coopmat)");
 }
 
-GgmlType kv_ggml_type(vk::KvType t) { return t == vk::KvType::F16 ? GgmlType::F16 : GgmlType::F32; }
+GgmlType kv_ggml_type(vk::KvType t) {
+  return t == vk::KvType::F16 ? GgmlType::F16 : t == vk::KvType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F32;
+}
 
 }  // namespace
 
@@ -74,7 +77,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   }
   for (int i = 0; i < 8; ++i) recorders_.push_back(std::make_unique<vk::Recorder>(*ctx_));
 
-  const uint64_t kv_bytes = uint64_t(n_ctx_) * c_.kv_dim() * vk::kv_type_bytes(kv_type_);
+  const uint64_t kv_bytes = vk::kv_cache_bytes(kv_type_, uint32_t(n_ctx_), c_.head_dim, c_.n_head_kv);
   w_ = upload_model(*ctx_, m, !offload_, kv_bytes);
   const ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
   act_ = std::make_unique<Activations>(*ctx_, shape);

@@ -15,10 +15,12 @@ constexpr uint32_t kTargetWorkgroups = 256;  // split until a dispatch has about
 struct RopeStorePush {
   uint32_t q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
   float theta, eps;
+  uint32_t kv_row, kv_scale_off;  // Q8_0: uints per cache position, first scale uint of a row
 };
 struct FlashPush {
   uint32_t q_stride4, o_stride4, n_rows, group, pos0, n_head, kv_row_lu, kv_len, n_split, ml_off;
   float scale_log2;
+  uint32_t kv_scale_off;  // Q8_0: first scale uint of a cache row
 };
 struct SplitReducePush {
   uint32_t head_dim, n_head, n_split, ml_off, o_stride;
@@ -93,18 +95,37 @@ FlashShape flash_shape(const DeviceInfo& dev, uint32_t head_dim, uint32_t rows) 
 
 uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / kMinSplitKeys, 1, kMaxSplits); }
 
+// Head dimensions each cache type's shaders handle (vector loads; Q8_0 blocks).
+uint32_t dim_multiple(KvType t, uint32_t f32_multiple) {
+  return t == KvType::Q8_0 ? 32 : t == KvType::F16 ? 2 * f32_multiple : f32_multiple;
+}
+
+// Q8_0 rows (see the header): int8 values of all heads, then per head
+// ceil(D / 64) uints of f16 scale pairs, padded to a multiple of 4 uints.
+uint32_t q8_scale_off(uint32_t head_dim, uint32_t n_head_kv) { return n_head_kv * head_dim / 4; }
+uint32_t q8_row_uints(uint32_t head_dim, uint32_t n_head_kv) {
+  return (q8_scale_off(head_dim, n_head_kv) + n_head_kv * ((head_dim + 63) / 64) + 3) / 4 * 4;
+}
+
 }  // namespace
 
-const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
-uint32_t kv_type_bytes(KvType t) { return t == KvType::F16 ? 2 : 4; }
+const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : t == KvType::Q8_0 ? "q8_0" : "f32"; }
+
+uint64_t kv_cache_bytes(KvType t, uint32_t n_positions, uint32_t head_dim, uint32_t n_head_kv) {
+  if (t != KvType::Q8_0) return uint64_t(n_positions) * head_dim * n_head_kv * (t == KvType::F16 ? 2 : 4);
+  if (head_dim % 32 != 0)
+    throw Error("a q8_0 KV cache needs a head dimension that is a multiple of 32 (this model's is " +
+                std::to_string(head_dim) + "); use --kv-type f16");
+  return uint64_t(n_positions) * q8_row_uints(head_dim, n_head_kv) * 4;
+}
 
 void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
-  check_heads("rope/store", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, 2);
+  check_heads("rope/store", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, dim_multiple(a.kv_type, 1));
   const uint64_t D = a.head_dim, kv_dim = D * a.n_head_kv;
   check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + D * a.n_head) * 4);
   check_range("k", a.k, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
   check_range("v", a.v, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
-  const uint64_t cache_end = (uint64_t(a.pos0) + a.n_tokens) * kv_dim * kv_type_bytes(a.kv_type);
+  const uint64_t cache_end = kv_cache_bytes(a.kv_type, a.pos0 + a.n_tokens, a.head_dim, a.n_head_kv);
   check_range("k cache", a.k_cache, cache_end);
   check_range("v cache", a.v_cache, cache_end);
   if (a.norm) {
@@ -115,7 +136,8 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
   if (a.n_tokens > ctx.info().max_workgroup_count[1])
     throw Error("internal error: rope/store with too many tokens in one dispatch");
   const RopeStorePush push{a.q_stride, a.kv_stride, a.pos0, a.head_dim, a.n_head, a.n_head_kv,
-                           a.neox ? 1u : 0u, a.norm ? 1u : 0u, a.theta, a.eps};
+                           a.neox ? 1u : 0u, a.norm ? 1u : 0u, a.theta, a.eps,
+                           q8_row_uints(a.head_dim, a.n_head_kv), q8_scale_off(a.head_dim, a.n_head_kv)};
   const Pipeline& p = ctx.pipeline(std::string("attn_rope_store_") + kv_type_name(a.kv_type), 7, sizeof push);
   // Without norm the weight bindings are unused: bind q in their place.
   rec.dispatch(p, {a.q, a.k, a.v, a.norm ? a.q_norm : a.q, a.norm ? a.k_norm : a.q, a.k_cache, a.v_cache}, push,
@@ -130,16 +152,15 @@ uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_
 // a split, a barrier and the reduce dispatch follow; the caller records the
 // barrier before reading o either way.
 void record_attention(Recorder& rec, const AttentionArgs& a) {
-  const bool f16 = a.kv_type == KvType::F16;
-  check_heads("attention", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, f16 ? 8 : 4);
+  check_heads("attention", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, dim_multiple(a.kv_type, 4));
   if (a.q_stride % 4 != 0 || a.o_stride % 4 != 0)
     throw Error("internal error: attention q/o strides must be multiples of 4 floats");
   const uint32_t D = a.head_dim, group = a.n_head / a.n_head_kv, n_kv = a.pos0 + a.n_tokens;
   const uint64_t kv_dim = uint64_t(D) * a.n_head_kv;
   check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + uint64_t(D) * a.n_head) * 4);
   check_range("o", a.o, ((a.n_tokens - 1) * uint64_t(a.o_stride) + uint64_t(D) * a.n_head) * 4);
-  check_range("k cache", a.k_cache, n_kv * kv_dim * kv_type_bytes(a.kv_type));
-  check_range("v cache", a.v_cache, n_kv * kv_dim * kv_type_bytes(a.kv_type));
+  check_range("k cache", a.k_cache, kv_cache_bytes(a.kv_type, n_kv, D, a.n_head_kv));
+  check_range("v cache", a.v_cache, kv_cache_bytes(a.kv_type, n_kv, D, a.n_head_kv));
 
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
@@ -169,7 +190,10 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   push.group = group;
   push.pos0 = a.pos0;
   push.n_head = a.n_head;
-  push.kv_row_lu = static_cast<uint32_t>(kv_dim / (f16 ? 8 : 4));
+  // Loads between cache positions: vec4 (f32), 8 halves (f16), 4 uints (q8_0).
+  push.kv_row_lu = a.kv_type == KvType::Q8_0 ? q8_row_uints(D, a.n_head_kv) / 4
+                                              : static_cast<uint32_t>(kv_dim / (a.kv_type == KvType::F16 ? 8 : 4));
+  push.kv_scale_off = q8_scale_off(D, a.n_head_kv);
   push.kv_len = kv_len;
   push.n_split = n_split;
   push.ml_off = part_rows * D;

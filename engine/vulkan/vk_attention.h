@@ -1,16 +1,20 @@
 #pragma once
 // Attention for a ubatch of tokens over the KV cache (shaders/attn_*.comp).
 // Layout: q [t][n_head * head_dim], k/v [t][n_head_kv * head_dim] f32 scratch;
-// the caches hold [pos][n_head_kv * head_dim] values of KvType.
+// the caches hold one row per position of n_head_kv * head_dim values of KvType.
+// Q8_0 rows: the int8 values of all heads (4 per uint), then per head
+// ceil(head_dim / 64) uints of f16 scales (one per block of 32 values, pairs
+// packed low half first), padded to 16 bytes; value = q * scale.
 #include <cstdint>
 
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe::vk {
 
-enum class KvType { F32, F16 };
+enum class KvType { F32, F16, Q8_0 };
 const char* kv_type_name(KvType t);
-uint32_t kv_type_bytes(KvType t);
+// Bytes of one cache (K or V) of n_positions rows; Q8_0 needs head_dim % 32 == 0.
+uint64_t kv_cache_bytes(KvType t, uint32_t n_positions, uint32_t head_dim, uint32_t n_head_kv);
 
 // For each token t (position pos0 + t): optionally RMS-normalizes every q and k
 // head with q_norm / k_norm weights (f32, head_dim values, eps), applies rotary
