@@ -77,7 +77,7 @@ expect_error "unknown command" "$VKMOE" frobnicate
 expect_error "needs an integer" "$VKMOE" run -n many
 expect_error "unknown backend" "$VKMOE" run --backend tpu
 expect_error "-ub/--ubatch-size must be at least 1, got 0" "$VKMOE" bench -ub 0
-expect_error "--kv-type must be f16 or f32" "$VKMOE" run --kv-type q8_0
+expect_error "--kv-type must be f16, f32 or q8_0" "$VKMOE" run --kv-type q4_0
 expect_error "-o/--output must be md, json, jsonl or csv" "$VKMOE" bench -o xml
 expect_error "-p/--n-prompt must be at least 0, got -3" "$VKMOE" bench -p -3
 expect_error "-n/--n-gen needs comma-separated integers" "$VKMOE" bench -n 4,,2

@@ -87,6 +87,7 @@ TEST(GpuOffload, GreedyOutputIdenticalAtAnyBudget) {
   base.n_ctx = n_ctx;
   base.backend = "gpu";
   base.mode = PlanMode::Resident;
+  base.gemm = "tiled";  // f32 activations in the prompt's GEMMs, like the CPU experts
   auto resident = make_engine(*m, base);
   const std::vector<int32_t> prompt = {11, 42, 7};
   const auto want = greedy(*resident, prompt, 12);
