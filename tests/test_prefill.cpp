@@ -3,7 +3,9 @@
 // architecture and expert placement.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <random>
 
 #include "engine/forward/cpu_forward.h"
@@ -141,58 +143,61 @@ TEST(Prefill, OffloadWithEvictionAndStagingMatchesResident) {
   }
 }
 
-// The defaults (F16 KV cache; int8 or cooperative-matrix GEMMs where the
-// device has them: 8-bit or f16 activations) stay close to the f32 reference.
-TEST(Prefill, DefaultPrecisionCloseToReference) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
+namespace {
+
+// Relative L2 error of logits against the f32 CPU reference, for the prompt
+// and the decode steps after it, with the given KV type and otherwise default
+// precision (int8 or cooperative-matrix GEMMs where the device has them).
+std::vector<double> errors_against_reference(const std::string& kv_type, uint64_t seed) {
+  std::vector<double> errs;
   for (const char* arch : {"arch=qwen3moe", "arch=qwen3moe,quant=Q8_0", "arch=qwen2moe,quant=Q5_K_M"}) {
-    SCOPED_TRACE(arch);
     auto m = synth(arch, seed);
     std::mt19937 rng(seed);
     const auto prompt = random_prompt(rng, 30, 512);
     EngineOptions o;
     o.n_ctx = 64;
-    auto e = make_engine(*m, o);
-    CpuForward ref(*m, o.n_ctx);
-    // 8-bit activations: judged by the relative L2 error of the logits.
-    const auto got = e->eval(prompt), want = ref.eval(prompt);
-    double d2 = 0, r2 = 0;
-    for (size_t i = 0; i < want.size(); ++i) d2 += double(got[i] - want[i]) * (got[i] - want[i]), r2 += double(want[i]) * want[i];
-    // Typically ~1% (measured 0.7-1.8% on lavapipe's int8 path); a routing flip near a tie adds more.
-    EXPECT_LT(std::sqrt(d2 / r2), 4e-2);
-  }
-}
-
-// A Q8_0 KV cache (int8 keys and values, an f16 scale per 32) with otherwise
-// default precision stays close to the f32 reference, for the prompt and the
-// decode steps after it.
-TEST(Prefill, Q8KvCacheCloseToReference) {
-  const uint64_t seed = std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  for (const char* arch : {"arch=qwen3moe", "arch=qwen2moe,quant=Q5_K_M"}) {
-    SCOPED_TRACE(arch);
-    auto m = synth(arch, seed);
-    std::mt19937 rng(seed);
-    auto prompt = random_prompt(rng, 30, 512);
-    EngineOptions o;
-    o.n_ctx = 64;
-    o.kv_type = "q8_0";
+    o.kv_type = kv_type;
     auto e = make_engine(*m, o);
     CpuForward ref(*m, o.n_ctx);
     auto got = e->eval(prompt), want = ref.eval(prompt);
-    for (int step = 0; step < 4; ++step) {
-      SCOPED_TRACE("step " + std::to_string(step));
+    for (int step = 0; step < 3; ++step) {
       double d2 = 0, r2 = 0;
-      for (size_t i = 0; i < want.size(); ++i) d2 += double(got[i] - want[i]) * (got[i] - want[i]), r2 += double(want[i]) * want[i];
-      // Measured 0.4-1.5% on lavapipe (int8 GEMMs included; the default F16 cache gives
-      // 0.7-1.8%); the default test's bound, as a routing flip near a tie adds more.
-      EXPECT_LT(std::sqrt(d2 / r2), 4e-2);
+      for (size_t i = 0; i < want.size(); ++i)
+        d2 += double(got[i] - want[i]) * (got[i] - want[i]), r2 += double(want[i]) * want[i];
+      errs.push_back(std::sqrt(d2 / r2));
       const int32_t next = argmax(want);  // both continue with the reference's token
       got = e->eval({next});
       want = ref.eval({next});
     }
   }
+  return errs;
+}
+
+// Typically ~1% (measured 0.4-1.8% per comparison on lavapipe's int8 path). A
+// routing flip near a tie (random synthetic routers) can push one comparison
+// further, so the median is held to 3% and every one to 30%; a wrong kernel
+// gives errors of order 1.
+void expect_close_to_reference(std::vector<double> errs) {
+  std::sort(errs.begin(), errs.end());
+  std::string all;
+  for (double e : errs) all += std::to_string(e) + " ";
+  EXPECT_LT(errs[errs.size() / 2], 3e-2) << all;
+  EXPECT_LT(errs.back(), 0.3) << all;
+}
+
+}  // namespace
+
+TEST(Prefill, DefaultPrecisionCloseToReference) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  expect_close_to_reference(errors_against_reference("f16", seed));
+}
+
+// A Q8_0 KV cache (int8 keys and values, an f16 scale per 32 values).
+TEST(Prefill, Q8KvCacheCloseToReference) {
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  expect_close_to_reference(errors_against_reference("q8_0", seed));
 }
 
 TEST(Prefill, PromptLongerThanContextIsAClearError) {
