@@ -68,10 +68,15 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     }
   }
   offload_ = c_.is_moe() && plan_.mode != PlanMode::Resident;
+  // The largest gate / up / down slice of one expert over the MoE layers.
+  uint64_t gate_max = 1, up_max = 1, down_max = 1;
+  for (const auto& l : m.layers())
+    if (l.gate_exps)
+      gate_max = std::max(gate_max, uint64_t(l.gate_exps.expert_bytes())),
+      up_max = std::max(up_max, uint64_t(l.up_exps.expert_bytes())),
+      down_max = std::max(down_max, uint64_t(l.down_exps.expert_bytes()));
   if (offload_) {  // each slot pool is bound whole: keep it within one binding's range
-    uint64_t biggest = 1;
-    for (const auto& l : m.layers())
-      biggest = std::max({biggest, l.gate_exps.expert_bytes(), l.up_exps.expert_bytes(), l.down_exps.expert_bytes()});
+    const uint64_t biggest = std::max({gate_max, up_max, down_max});
     plan_.expert_slots_per_layer = int(std::min<uint64_t>(plan_.expert_slots_per_layer, range / biggest));
     staging_slots_ = int(std::min<uint64_t>(plan_.staging_slots, range / biggest));
   }
@@ -111,14 +116,10 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     cpu_out_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "CPU expert output");
     if (staging_slots_ > 0 && n_ubatch_ > 1) {
       host_experts_ = std::make_unique<HostExperts>(*ctx_, m);
-      uint64_t gb = 0, ub = 0, db = 0;
-      for (const auto& l : m.layers())
-        gb = std::max(gb, l.gate_exps.expert_bytes()), ub = std::max(ub, l.up_exps.expert_bytes()),
-        db = std::max(db, l.down_exps.expert_bytes());
       for (int h = 0; h < 2; ++h) {
-        staging_[h].gate = ctx_->create_buffer(gb * staging_slots_, MemoryKind::Device, "gate expert staging");
-        staging_[h].up = ctx_->create_buffer(ub * staging_slots_, MemoryKind::Device, "up expert staging");
-        staging_[h].down = ctx_->create_buffer(db * staging_slots_, MemoryKind::Device, "down expert staging");
+        staging_[h].gate = ctx_->create_buffer(gate_max * staging_slots_, MemoryKind::Device, "gate expert staging");
+        staging_[h].up = ctx_->create_buffer(up_max * staging_slots_, MemoryKind::Device, "up expert staging");
+        staging_[h].down = ctx_->create_buffer(down_max * staging_slots_, MemoryKind::Device, "down expert staging");
       }
       split_costs_.upload_bytes_per_s = measure_upload_rate(*ctx_);
       calibrate_cpu_experts();

@@ -38,7 +38,7 @@ void GpuEngine::calibrate_cpu_experts() {
   expert_ffn_batched(&b, 1, x.data(), E, out.data(), E, *pool_);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const LayerWeights& lw = m_.layers()[il];
-  const uint64_t bytes = lw.gate_exps.expert_bytes() + lw.up_exps.expert_bytes() + lw.down_exps.expert_bytes();
+  const uint64_t bytes = lw.routed_expert_bytes();
   split_costs_.cpu_s_per_token_byte = s / (double(bytes) * std::max(n, SplitCosts::kCpuMinTokens));
 }
 
@@ -241,8 +241,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     std::vector<int32_t> cache_group(N, -1), stage_group(N, -1);
     std::vector<ExpertDemand> misses;
     const LayerWeights& lw = m_.layers()[il];
-    const uint64_t expert_bytes =
-        lw.gate_exps.expert_bytes() + lw.up_exps.expert_bytes() + lw.down_exps.expert_bytes();
+    const uint64_t expert_bytes = lw.routed_expert_bytes();
     int cached = 0;
     for (uint32_t e = 0; e < N; ++e) {
       if (tokens_of[e].empty()) continue;

@@ -55,6 +55,10 @@ struct LayerWeights {
   Weight ffn_gate, ffn_up, ffn_down;                  // dense FFN
   Weight router, gate_exps, up_exps, down_exps;       // MoE
   Weight shexp_gate, gate_shexp, up_shexp, down_shexp;  // shared expert
+  // Bytes of one routed expert (its gate, up and down slices); 0 for a layer without.
+  uint64_t routed_expert_bytes() const {
+    return gate_exps ? gate_exps.expert_bytes() + up_exps.expert_bytes() + down_exps.expert_bytes() : 0;
+  }
 };
 
 class Model {

@@ -13,6 +13,7 @@ ExpertCache::ExpertCache(vk::Context& ctx, const Model& m, int slots, bool fill_
   if (slots_ == 0) return;
   for (int il = 0; il < L; ++il) {
     const LayerWeights& w = m.layers()[il];
+    if (!w.gate_exps) continue;  // a dense layer of a MoE model
     const std::string p = "blk." + std::to_string(il) + ".";
     pools_[il].gate = ctx.create_buffer(w.gate_exps.expert_bytes() * slots_, vk::MemoryKind::Device, p + "gate expert slots");
     pools_[il].up = ctx.create_buffer(w.up_exps.expert_bytes() * slots_, vk::MemoryKind::Device, p + "up expert slots");
@@ -52,7 +53,7 @@ void ExpertCache::admit(int il, int expert) {
   SlruPolicy::Acquire a = p->acquire({il, expert});
   if (!a) return;
   const LayerWeights& lw = m_.layers()[il];
-  stats_.record_upload(il, lw.gate_exps.expert_bytes() + lw.up_exps.expert_bytes() + lw.down_exps.expert_bytes());
+  stats_.record_upload(il, lw.routed_expert_bytes());
   {
     std::lock_guard<std::mutex> lock(mu_);
     jobs_.push_back({il, expert, a.slot});
