@@ -279,19 +279,17 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     // B: the GPU's experts (VRAM slots, then staging) and the shared expert.
     std::memcpy(host_wts_[h].as<float>(), wts.data(), wts.size() * 4);
     vk::Recorder& rb = next_recorder();
-    if (cached > 0) {
-      vk::build_moe_table(ids.data(), MoeTableLayout::make(n, K, uint32_t(cache_->slots())), cache_group.data(), N,
-                          host_table_[h][0].as<uint32_t>());
-      prog_->experts_grouped(rb, il, {&cache_->gate_pool(il), &cache_->up_pool(il), &cache_->down_pool(il),
-                                      uint32_t(cache_->slots())},
-                             host_table_[h][0], host_wts_[h], n);
-    }
-    if (staged > 0) {
-      vk::build_moe_table(ids.data(), MoeTableLayout::make(n, K, uint32_t(staging_slots_)), stage_group.data(), N,
-                          host_table_[h][1].as<uint32_t>());
-      prog_->experts_grouped(rb, il, {&staging_[h].gate, &staging_[h].up, &staging_[h].down, uint32_t(staging_slots_)},
-                             host_table_[h][1], host_wts_[h], n);
-    }
+    // One grouped pass per weight pool, its table built here from the groups of each expert.
+    auto run_pool = [&](const ExpertBuffers& pool, const std::vector<int32_t>& group_of, const vk::Buffer& table) {
+      vk::build_moe_table(ids.data(), MoeTableLayout::make(n, K, pool.count), group_of.data(), N, table.as<uint32_t>());
+      prog_->experts_grouped(rb, il, pool, table, host_wts_[h], n);
+    };
+    if (cached > 0)
+      run_pool({&cache_->gate_pool(il), &cache_->up_pool(il), &cache_->down_pool(il), uint32_t(cache_->slots())},
+               cache_group, host_table_[h][0]);
+    if (staged > 0)
+      run_pool({&staging_[h].gate, &staging_[h].up, &staging_[h].down, uint32_t(staging_slots_)}, stage_group,
+               host_table_[h][1]);
     // Expert-cache mode keeps the most used uploaded experts: a device copy from staging.
     std::vector<std::pair<int, int>> kept;  // (cache slot, expert)
     if (plan_.mode == PlanMode::ExpertCache && staged > 0) {
