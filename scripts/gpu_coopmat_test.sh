@@ -24,6 +24,6 @@ case "${1:-run}" in
     export LD_LIBRARY_PATH=$PWD/$BIN/lib:${LD_LIBRARY_PATH:-}
     $BIN/vkmoe info 2>&1 | head -20 || true
     $BIN/vkmoe_tests --gtest_brief=1 --gtest_filter='*GemmCoopmat*' 2>&1 | tail -40 || true
-    VKMOE_COOPMAT_BENCH=1 $BIN/vkmoe_tests --gtest_filter='GemmCoopmatBench.*' 2>&1 | grep -E "coopmat|OK|FAIL|Skipped|rror" ;;
+    VKMOE_COOPMAT_BENCH=1 $BIN/vkmoe_tests --gtest_filter='*GemmCoopmatBench*' 2>&1 | grep -E "coopmat|OK|FAIL|Skipped|rror" ;;
   *) echo "usage: $0 pack [BUILD_DIR] | run" >&2; exit 2 ;;
 esac

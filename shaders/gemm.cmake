@@ -7,3 +7,6 @@ foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
   vkmoe_shader(gemm_${tname} gemm.comp WTYPE=${tid})
   vkmoe_shader(gemm_ids_${tname} gemm.comp WTYPE=${tid} INDEXED=1)
 endforeach()
+# f16 activation rows for the coopmat2 GEMM (gemm_coopmat2.cpp).
+vkmoe_shader(to_f16 to_f16.comp)
+vkmoe_shader(to_f16_ids to_f16.comp INDEXED=1)

@@ -1,7 +1,8 @@
-# Cooperative-matrix GEMM (engine/vulkan/gemm_coopmat.cpp): gemm_coopmat_<type>
-# and the expert-grouped gemm_coopmat_ids_<type>. Compiled with glslang 15
-# (VKMOE_GLSLANG15, built by scripts/build_glslang.sh) since Debian 12's
-# glslc lacks GL_KHR_cooperative_matrix; skipped when it is absent.
+# Cooperative-matrix GEMMs: gemm_coopmat_<type> and the expert-grouped
+# gemm_coopmat_ids_<type> (KHR, engine/vulkan/gemm_coopmat.cpp), gemm_cm2_<type>
+# and gemm_cm2_ids_<type> (NV_cooperative_matrix2, gemm_coopmat2.cpp).
+# Compiled with glslang 15 (VKMOE_GLSLANG15, built by scripts/build_glslang.sh)
+# since Debian 12's glslc has neither extension; skipped when it is absent.
 # Run with -P (cmake -DSPV=in -DOUT=out -P this file) it converts SPIR-V to the
 # C initializer that glslc -mfmt=c would write.
 if(CMAKE_SCRIPT_MODE_FILE)
@@ -36,4 +37,6 @@ foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
   list(GET tv 1 tid)
   vkmoe_coopmat_shader(gemm_coopmat_${tname} gemm_coopmat.comp WTYPE=${tid})
   vkmoe_coopmat_shader(gemm_coopmat_ids_${tname} gemm_coopmat.comp WTYPE=${tid} INDEXED=1)
+  vkmoe_coopmat_shader(gemm_cm2_${tname} gemm_cm2.comp WTYPE=${tid})
+  vkmoe_coopmat_shader(gemm_cm2_ids_${tname} gemm_cm2.comp WTYPE=${tid} INDEXED=1)
 endforeach()

@@ -1,11 +1,12 @@
-// Cooperative-matrix GEMM path (engine/vulkan/gemm_coopmat.cpp) vs. a scalar
-// reference on the dequantized weights, for every type, dense and
-// expert-grouped, every workgroup tile. Skipped (with the reason) where the
-// device has no VK_KHR_cooperative_matrix or the shaders were not built with
-// glslang 15 (lavapipe, CI).
+// Cooperative-matrix GEMM paths vs. a scalar reference on the dequantized
+// weights, for every type, dense and expert-grouped, every workgroup tile:
+// the KHR path (engine/vulkan/gemm_coopmat.cpp) and the NVIDIA
+// cooperative-matrix-2 path (gemm_coopmat2.cpp). Skipped (with the reason)
+// where the device lacks the extension or the shaders were not built with
+// glslang 15 (lavapipe, CI); scripts/gpu_coopmat_test.sh runs them on a GPU.
 // Tolerance per output: 2e-3 * sum_i |w_i x_i| + 1e-5: w and x are rounded to
 // f16 (relative error <= 2^-11 each, so <= ~2^-10 per product) and summed in f32.
-// GemmCoopmatBench.Q4K (env VKMOE_COOPMAT_BENCH=1) prints TFLOP/s.
+// GemmCoopmatBench (env VKMOE_COOPMAT_BENCH=1) prints TFLOP/s.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,10 +15,13 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "cpu/quant.h"
 #include "engine/vulkan/gemm_paths.h"
 #include "engine/vulkan/vk_runtime.h"
+#include "engine/vulkan/weight_types.h"
 
 #include "tests/gemm_test_util.h"
 using namespace vkmoe;
@@ -28,29 +32,43 @@ namespace {
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
-
-// Skips the test unless the path runs here.
-#define REQUIRE_COOPMAT(t)                                                                          \
-  do {                                                                                              \
-    const DeviceInfo& dev_ = test::shared_context().info();                                               \
-    if (!gemm_coopmat_available(test::shared_context(), t))                                               \
-      GTEST_SKIP() << "coopmat GEMM unavailable on " << dev_.name                                   \
-                   << (dev_.cooperative_matrix ? "" : " (no VK_KHR_cooperative_matrix)")            \
-                   << (kShadersBuilt ? "" : " (shaders not built: glslang 15 missing)");            \
-  } while (0)
 #ifdef VKMOE_HAVE_COOPMAT_SHADERS
 constexpr bool kShadersBuilt = true;
 #else
 constexpr bool kShadersBuilt = false;
 #endif
 
-// Forces a workgroup tile by name (see gemm_coopmat.cpp) for the scope.
-struct TileScope {
-  explicit TileScope(const char* name) { setenv("VKMOE_COOPMAT_TILE", name, 1); }
-  ~TileScope() { unsetenv("VKMOE_COOPMAT_TILE"); }
+// One cooperative-matrix path: how to record it, force its tiles, and whether it runs here.
+struct Path {
+  const char* name;
+  const char* tile_env;
+  std::vector<const char*> dense_tiles, ids_tiles;
+  bool (*available)(const Context&, GgmlType);
+  void (*record)(Recorder&, const GemmArgs&, const GemmIdsArgs*);
+  bool cm2;  // needs vec4-aligned activation rows and whole-block expert strides
 };
+const Path kCoopmat{"coopmat", "VKMOE_COOPMAT_TILE", {"L", "M", "S", "XS", "XS32"}, {"L", "M", "S"},
+                    gemm_coopmat_available, record_gemm_coopmat, false};
+const Path kCoopmat2{"coopmat2", "VKMOE_COOPMAT2_TILE", {"L", "M", "S", "XS", "L64", "M64"}, {"L", "M", "L64", "M64"},
+                     gemm_coopmat2_available, record_gemm_coopmat2, true};
 
+// Skips the test unless the path runs here.
+#define REQUIRE_PATH(path, t)                                                                        \
+  do {                                                                                              \
+    const DeviceInfo& dev_ = test::shared_context().info();                                         \
+    if (!(path).available(test::shared_context(), t))                                               \
+      GTEST_SKIP() << (path).name << " GEMM unavailable on " << dev_.name                           \
+                   << (dev_.cooperative_matrix ? "" : " (no VK_KHR_cooperative_matrix)")            \
+                   << ((path).cm2 && !dev_.cooperative_matrix2 ? " (no VK_NV_cooperative_matrix2)" : "") \
+                   << (kShadersBuilt ? "" : " (shaders not built: glslang 15 missing)");            \
+  } while (0)
 
+// Forces a workgroup tile by name for the scope.
+struct TileScope {
+  TileScope(const Path& p, const char* name) : env(p.tile_env) { setenv(env, name, 1); }
+  ~TileScope() { unsetenv(env); }
+  const char* env;
+};
 
 // Checks y[r] against W[r] . x (+ y0[r]).
 void expect_row(const test::QMatrix& m, const float* x, const float* y, const float* y0, bool accumulate,
@@ -76,7 +94,7 @@ Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
   return b;
 }
 
-void check_dense(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
+void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
                  bool accumulate) {
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
@@ -105,9 +123,11 @@ void check_dense(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, 
   a.y_offset = y_off;
   a.y_stride = y_stride;
   a.accumulate = accumulate;
+  Buffer sb = ctx.create_buffer(gemm_scratch_bytes(ncols, n_tokens), MemoryKind::Device, "scratch");
+  a.scratch = BufferRange(sb);
   Recorder rec(ctx);
   rec.begin();
-  record_gemm_coopmat(rec, a, nullptr);
+  path.record(rec, a, nullptr);
   rec.submit().wait();
   std::vector<float> y(y0.size());
   ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
@@ -153,7 +173,7 @@ std::vector<uint32_t> random_table(std::mt19937& rng, const MoeTableLayout& L, u
   return words;
 }
 
-void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
+void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
                uint32_t n_experts, bool gather_x, bool accumulate) {
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " ids " + std::to_string(ncols) + "x" + std::to_string(nrows) +
@@ -161,7 +181,9 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
                std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : ""));
   std::vector<test::QMatrix> ms;
   for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(test::quantized_matrix(rng, t, ncols, nrows));
-  const uint64_t expert_stride = (ms[0].bytes.size() + 15) / 16 * 16 + 16;
+  // A gap between experts; whole blocks for coopmat2.
+  const uint64_t expert_stride =
+      path.cm2 ? ms[0].bytes.size() + gpu_weight_type(t)->block_bytes : (ms[0].bytes.size() + 15) / 16 * 16 + 16;
   const uint32_t w_off = 16;
   std::vector<uint8_t> wbytes(w_off + expert_stride * n_experts, 0);
   for (uint32_t e = 0; e < n_experts; ++e)
@@ -170,7 +192,8 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
   const std::vector<uint32_t> table = random_table(rng, L, n_experts);
   std::normal_distribution<float> nd(0.f, 1.f);
   const uint32_t x_rows = gather_x ? n_tokens : L.max_slots();
-  const uint32_t x_off = 5, x_stride = ncols + 3, y_off = 8, y_stride = nrows + 4;  // scalar x loads
+  // Scalar x loads on the KHR path; vec4 rows for coopmat2.
+  const uint32_t x_off = path.cm2 ? 8 : 5, x_stride = ncols + (path.cm2 ? 4 : 3), y_off = 8, y_stride = nrows + 4;
   std::vector<float> x(x_off + size_t(x_rows) * x_stride), y0(y_off + size_t(L.max_slots()) * y_stride);
   for (auto& v : x) v = nd(rng);
   for (auto& v : y0) v = nd(rng);
@@ -194,9 +217,11 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
   a.expert_stride = expert_stride;
   a.n_experts = n_experts;
   a.gather_x = gather_x;
+  Buffer sb = ctx.create_buffer(gemm_scratch_bytes(ncols, L.max_slots()), MemoryKind::Device, "scratch");
+  a.scratch = BufferRange(sb);
   Recorder rec(ctx);
   rec.begin();
-  record_gemm_coopmat(rec, a, &a);
+  path.record(rec, a, &a);
   rec.submit().wait();
   std::vector<float> y(y0.size());
   ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
@@ -217,17 +242,23 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
   }
 }
 
-class GemmCoopmat : public ::testing::TestWithParam<GgmlType> {
+using PathType = std::tuple<const Path*, GgmlType>;
+
+class GemmCoopmat : public ::testing::TestWithParam<PathType> {
  protected:
   void SetUp() override {
     seed_ = std::random_device{}();
     rng_.seed(seed_);
   }
+  const Path& path() const { return *std::get<0>(GetParam()); }
+  GgmlType type() const { return std::get<1>(GetParam()); }
   uint32_t seed_ = 0;
   std::mt19937 rng_;
 };
 
-std::string type_param_name(const ::testing::TestParamInfo<GgmlType>& info) { return type_name(info.param); }
+std::string param_name(const ::testing::TestParamInfo<PathType>& info) {
+  return std::string(std::get<0>(info.param)->name) + "_" + type_name(std::get<1>(info.param));
+}
 
 }  // namespace
 
@@ -235,38 +266,48 @@ std::string type_param_name(const ::testing::TestParamInfo<GgmlType>& info) { re
 // ending inside a 32-column step.
 TEST_P(GemmCoopmat, Dense) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
-  const GgmlType t = GetParam();
-  REQUIRE_COOPMAT(t);
+  const GgmlType t = type();
+  REQUIRE_PATH(path(), t);
   const bool fl = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
   const uint32_t k1 = fl ? 264 : (t == GgmlType::Q8_0 ? 288 : 512);
-  for (const char* tile : {"L", "M", "S", "XS", "XS32"}) {
-    TileScope scope(tile);
+  for (const char* tile : path().dense_tiles) {
+    TileScope scope(path(), tile);
     SCOPED_TRACE(std::string("tile ") + tile);
-    check_dense(rng_, t, k1, 200, 77, false);
-    check_dense(rng_, t, 256, 130, 150, true);
+    check_dense(path(), rng_, t, k1, 200, 77, false);
+    check_dense(path(), rng_, t, 256, 130, 150, true);
   }
-  check_dense(rng_, t, 1024, 300, 300, false);  // automatic tile
+  check_dense(path(), rng_, t, 1024, 300, 300, false);  // automatic tile
 }
 
 TEST_P(GemmCoopmat, Indexed) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
-  const GgmlType t = GetParam();
-  REQUIRE_COOPMAT(t);
-  for (const char* tile : {"L", "M", "S"}) {
-    TileScope scope(tile);
+  const GgmlType t = type();
+  REQUIRE_PATH(path(), t);
+  for (const char* tile : path().ids_tiles) {
+    TileScope scope(path(), tile);
     SCOPED_TRACE(std::string("tile ") + tile);
-    check_ids(rng_, t, 256, 200, 70, 4, 5, true, false);
-    check_ids(rng_, t, 512, 72, 40, 2, 3, false, true);
+    check_ids(path(), rng_, t, 256, 200, 70, 4, 5, true, false);
+    check_ids(path(), rng_, t, 512, 72, 40, 2, 3, false, true);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GemmCoopmat, ::testing::ValuesIn(kTypes), type_param_name);
+INSTANTIATE_TEST_SUITE_P(Paths, GemmCoopmat,
+                         ::testing::Combine(::testing::Values(&kCoopmat, &kCoopmat2), ::testing::ValuesIn(kTypes)),
+                         param_name);
 
-// TFLOP/s of Q4_K products with 512 tokens (dense 2048x768 and 2048x4096, and
-// an expert-grouped 128-expert top-8 layer of 2048x768 experts), per tile.
-TEST(GemmCoopmatBench, Q4K) {
+// TFLOP/s of products with 512 tokens (dense 2048x768 and 2048x4096, and an
+// expert-grouped 128-expert top-8 layer of 2048x768 experts), per path and
+// tile; weights Q4_K or the type VKMOE_COOPMAT_BENCH_TYPE names (e.g. F16).
+class GemmCoopmatBench : public ::testing::TestWithParam<const Path*> {};
+
+TEST_P(GemmCoopmatBench, Throughput) {
   if (!std::getenv("VKMOE_COOPMAT_BENCH")) GTEST_SKIP() << "set VKMOE_COOPMAT_BENCH=1 to measure";
-  REQUIRE_COOPMAT(GgmlType::Q4_K);
+  const Path& path = *GetParam();
+  GgmlType bt = GgmlType::Q4_K;
+  if (const char* want = std::getenv("VKMOE_COOPMAT_BENCH_TYPE"))
+    for (GgmlType t : kTypes)
+      if (std::string(want) == type_name(t)) bt = t;  // e.g. F16, Q8_0
+  REQUIRE_PATH(path, bt);
   Context& ctx = test::shared_context();
   std::printf("%s", ctx.info().summary().c_str());
   std::mt19937 rng(1);
@@ -292,12 +333,13 @@ TEST(GemmCoopmatBench, Q4K) {
   std::normal_distribution<float> nd(0.f, 1.f);
   for (auto& v : x) v = nd(rng);
   Buffer xb = upload(ctx, x.data(), x.size() * 4, "x");
+  Buffer sb = ctx.create_buffer(gemm_scratch_bytes(ncols, n_tokens), MemoryKind::Device, "scratch");
   for (uint32_t nrows : {768u, 4096u}) {
-    const test::QMatrix m = test::quantized_matrix(rng, GgmlType::Q4_K, ncols, nrows);
+    const test::QMatrix m = test::quantized_matrix(rng, bt, ncols, nrows);
     Buffer wb = upload(ctx, m.bytes.data(), m.bytes.size(), "w");
     Buffer yb = ctx.create_buffer(size_t(n_tokens) * nrows * 4, MemoryKind::Device, "y");
     GemmArgs a;
-    a.type = GgmlType::Q4_K;
+    a.type = bt;
     a.ncols = ncols;
     a.nrows = nrows;
     a.n_tokens = n_tokens;
@@ -306,24 +348,27 @@ TEST(GemmCoopmatBench, Q4K) {
     a.x_stride = ncols;
     a.y = BufferRange(yb);
     a.y_stride = nrows;
-    for (const char* tile : {"auto", "L", "M", "S", "XS", "XS32"}) {
-      TileScope scope(tile);
-      const double ns = time_ns([&](Recorder& rec) { record_gemm_coopmat(rec, a, nullptr); });
-      std::printf("coopmat Q4_K dense %ux%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n", ncols, nrows,
-                  n_tokens, tile, ns / 1e3, 2.0 * ncols * nrows * n_tokens / ns / 1e3);
+    a.scratch = BufferRange(sb);
+    std::vector<const char*> tiles = path.dense_tiles;
+    tiles.insert(tiles.begin(), "auto");
+    for (const char* tile : tiles) {
+      TileScope scope(path, tile);
+      const double ns = time_ns([&](Recorder& rec) { path.record(rec, a, nullptr); });
+      std::printf("%s %s dense %ux%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n", path.name, type_name(bt), ncols,
+                  nrows, n_tokens, tile, ns / 1e3, 2.0 * ncols * nrows * n_tokens / ns / 1e3);
     }
   }
   {
     const uint32_t n_experts = 128, k = 8, nrows = 768;
     std::vector<uint8_t> wbytes;
-    const test::QMatrix m = test::quantized_matrix(rng, GgmlType::Q4_K, ncols, nrows);
+    const test::QMatrix m = test::quantized_matrix(rng, bt, ncols, nrows);
     for (uint32_t e = 0; e < n_experts; ++e) wbytes.insert(wbytes.end(), m.bytes.begin(), m.bytes.end());
     const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
     const std::vector<uint32_t> table = random_table(rng, L, n_experts);
     Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"), tb = upload(ctx, table.data(), table.size() * 4, "t");
     Buffer yb = ctx.create_buffer(size_t(L.max_slots()) * nrows * 4, MemoryKind::Device, "y");
     GemmIdsArgs a;
-    a.type = GgmlType::Q4_K;
+    a.type = bt;
     a.ncols = ncols;
     a.nrows = nrows;
     a.w = BufferRange(wb);
@@ -335,12 +380,19 @@ TEST(GemmCoopmatBench, Q4K) {
     a.layout = L;
     a.expert_stride = m.bytes.size();
     a.n_experts = n_experts;
-    for (const char* tile : {"auto", "L", "M", "S"}) {
-      TileScope scope(tile);
-      const double ns = time_ns([&](Recorder& rec) { record_gemm_coopmat(rec, a, &a); });
+    Buffer isb = ctx.create_buffer(gemm_scratch_bytes(ncols, L.max_slots()), MemoryKind::Device, "scratch");
+    a.scratch = BufferRange(isb);
+    std::vector<const char*> tiles = path.ids_tiles;
+    tiles.insert(tiles.begin(), "auto");
+    for (const char* tile : tiles) {
+      TileScope scope(path, tile);
+      const double ns = time_ns([&](Recorder& rec) { path.record(rec, a, &a); });
       const double flops = 2.0 * ncols * nrows * n_tokens * k;  // useful products only
-      std::printf("coopmat Q4_K ids %ux%u, %u experts top-%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n",
-                  ncols, nrows, n_experts, k, n_tokens, tile, ns / 1e3, flops / ns / 1e3);
+      std::printf("%s %s ids %ux%u, %u experts top-%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n",
+                  path.name, type_name(bt), ncols, nrows, n_experts, k, n_tokens, tile, ns / 1e3, flops / ns / 1e3);
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, GemmCoopmatBench, ::testing::Values(&kCoopmat, &kCoopmat2),
+                         [](const ::testing::TestParamInfo<const Path*>& i) { return std::string(i.param->name); });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "cpu/quant.h"
 #include "base/error.h"
+#include "tools/cli_args.h"
 #include "engine/vulkan/gemm_paths.h"
 #include "engine/vulkan/vk_gemm.h"
 #include "engine/vulkan/vk_matvec.h"
@@ -45,7 +47,7 @@ struct Options {
 const char* kUsage =
     "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_k_ids,\n"
     "                                      gemm_q4_k,...,gemm_f32,gemm_ids]\n"
-    "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat]\n"
+    "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat|coopmat2]\n"
     "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
     "                           [--experts N] [--config WG:TPR:RPT:SG[:PF[:QX]]] [--sweep]\n";
 
@@ -58,79 +60,62 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-uint64_t parse_uint(const std::string& s, const char* what) {
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || *end != '\0') throw Error(std::string("bench-shaders: bad ") + what + " '" + s + "'");
-  return v;
-}
-
 Options parse(int argc, char** argv) {
+  const Args a = parse_options("bench-shaders",
+                               {{"device"}, {"kernels"}, {"shapes"}, {"gemm-shapes"}, {"gemm-path"}, {"iters"},
+                                {"bw-mib"}, {"pool-mib"}, {"experts"}, {"config"}, {"sweep", "", true}},
+                               argc - 1, argv + 1);
+  if (a.has("help")) {
+    std::fputs(kUsage, stdout);
+    std::exit(0);
+  }
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw Error("bench-shaders: " + a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--device") {
-      o.device = static_cast<int>(parse_uint(value(), "device"));
-    } else if (a == "--kernels") {
-      o.kernels = split(value(), ',');
-    } else if (a == "--shapes") {
-      o.shapes.clear();
-      for (const auto& s : split(value(), ',')) {
-        const auto parts = split(s, 'x');
-        if (parts.size() != 2) throw Error("bench-shaders: bad shape '" + s + "' (want NCOLSxNROWS)");
-        o.shapes.emplace_back(static_cast<uint32_t>(parse_uint(parts[0], "shape")),
-                              static_cast<uint32_t>(parse_uint(parts[1], "shape")));
-      }
-    } else if (a == "--gemm-shapes") {
-      o.gemm_shapes.clear();
-      for (const auto& s : split(value(), ',')) {
-        const auto parts = split(s, ':');
-        const auto dims = parts.size() == 2 ? split(parts[0], 'x') : std::vector<std::string>();
-        if (dims.size() != 2) throw Error("bench-shaders: bad GEMM shape '" + s + "' (want NCOLSxNROWS:TOKENS)");
-        o.gemm_shapes.push_back({static_cast<uint32_t>(parse_uint(dims[0], "shape")),
-                                 static_cast<uint32_t>(parse_uint(dims[1], "shape")),
-                                 static_cast<uint32_t>(std::max<uint64_t>(1, parse_uint(parts[1], "token count")))});
-      }
-    } else if (a == "--gemm-path") {
-      const std::string v = value();
-      bool found = false;
-      for (GemmPath p : {GemmPath::Auto, GemmPath::Tiled, GemmPath::Int8Dot, GemmPath::CoopMat})
-        if (v == gemm_path_name(p)) {
-          o.gemm_path = p;
-          found = true;
-        }
-      if (!found) throw Error("bench-shaders: unknown GEMM path '" + v + "'\n" + kUsage);
-    } else if (a == "--iters") {
-      o.iters = static_cast<int>(std::max<uint64_t>(1, parse_uint(value(), "iteration count")));
-    } else if (a == "--bw-mib") {
-      o.bw_mib = std::max<uint64_t>(1, parse_uint(value(), "size"));
-    } else if (a == "--pool-mib") {
-      o.pool_mib = std::max<uint64_t>(1, parse_uint(value(), "size"));
-    } else if (a == "--experts") {
-      o.experts = static_cast<uint32_t>(std::max<uint64_t>(8, parse_uint(value(), "expert count")));
-    } else if (a == "--config") {
-      const auto parts = split(value(), ':');
-      if (parts.size() < 4 || parts.size() > 6) throw Error("bench-shaders: --config wants WG:TPR:RPT:SG[:PF[:QX]]");
-      o.config.workgroup = static_cast<uint32_t>(parse_uint(parts[0], "config"));
-      o.config.threads_per_row = static_cast<uint32_t>(parse_uint(parts[1], "config"));
-      o.config.rows_per_thread = static_cast<uint32_t>(parse_uint(parts[2], "config"));
-      o.config.subgroup = static_cast<int>(parse_uint(parts[3], "config"));
-      if (parts.size() >= 5) o.config.prefetch = static_cast<int>(parse_uint(parts[4], "config"));
-      if (parts.size() == 6) o.config.quant_x = static_cast<int>(parse_uint(parts[5], "config"));
-      o.has_config = true;
-    } else if (a == "--sweep") {
-      o.sweep = true;
-    } else if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else {
-      throw Error("bench-shaders: unknown option '" + a + "'\n" + kUsage);
+  auto u32 = [](const char* option, const std::string& s, long long min = 1) {
+    return static_cast<uint32_t>(parse_int(option, s, min, UINT32_MAX));
+  };
+  o.device = static_cast<int>(a.num("device", o.device, 0, INT_MAX));
+  if (a.has("kernels")) o.kernels = split(a.get("kernels"), ',');
+  if (a.has("shapes")) {
+    o.shapes.clear();
+    for (const auto& s : split(a.get("shapes"), ',')) {
+      const auto parts = split(s, 'x');
+      if (parts.size() != 2) throw Error("bench-shaders: bad shape '" + s + "' (want NCOLSxNROWS)");
+      o.shapes.emplace_back(u32("--shapes", parts[0]), u32("--shapes", parts[1]));
     }
   }
+  if (a.has("gemm-shapes")) {
+    o.gemm_shapes.clear();
+    for (const auto& s : split(a.get("gemm-shapes"), ',')) {
+      const auto parts = split(s, ':');
+      const auto dims = parts.size() == 2 ? split(parts[0], 'x') : std::vector<std::string>();
+      if (dims.size() != 2) throw Error("bench-shaders: bad GEMM shape '" + s + "' (want NCOLSxNROWS:TOKENS)");
+      o.gemm_shapes.push_back(
+          {u32("--gemm-shapes", dims[0]), u32("--gemm-shapes", dims[1]), u32("--gemm-shapes", parts[1])});
+    }
+  }
+  if (a.has("gemm-path")) {
+    const std::string v = a.get("gemm-path");
+    const auto p = gemm_path_by_name(v);
+    if (!p) throw Error("bench-shaders: unknown GEMM path '" + v + "'\n" + kUsage);
+    o.gemm_path = *p;
+  }
+  o.iters = static_cast<int>(a.num("iters", o.iters, 1, 1 << 20));
+  o.bw_mib = a.num("bw-mib", o.bw_mib, 1, 1 << 20);
+  o.pool_mib = a.num("pool-mib", o.pool_mib, 1, 1 << 20);
+  o.experts = static_cast<uint32_t>(a.num("experts", o.experts, 8, 1 << 20));
+  if (a.has("config")) {
+    const auto parts = split(a.get("config"), ':');
+    if (parts.size() < 4 || parts.size() > 6) throw Error("bench-shaders: --config wants WG:TPR:RPT:SG[:PF[:QX]]");
+    auto flag = [&](size_t i) { return static_cast<int>(parse_int("--config", parts[i], -1, 1)); };
+    o.config.workgroup = u32("--config", parts[0], 0);
+    o.config.threads_per_row = u32("--config", parts[1], 0);
+    o.config.rows_per_thread = u32("--config", parts[2], 0);
+    o.config.subgroup = flag(3);
+    if (parts.size() >= 5) o.config.prefetch = flag(4);
+    if (parts.size() == 6) o.config.quant_x = flag(5);
+    o.has_config = true;
+  }
+  o.sweep = a.has("sweep");
   return o;
 }
 
@@ -391,13 +376,6 @@ void print_gemm_row(const std::string& kernel, const std::string& shape, GemmPat
   std::fflush(stdout);
 }
 
-GemmPath resolved_gemm_path(const Context& ctx, GemmPath want, GgmlType t) {
-  if (want != GemmPath::Auto) return want;
-  if (gemm_path_available(ctx, GemmPath::CoopMat, t)) return GemmPath::CoopMat;
-  if (gemm_path_available(ctx, GemmPath::Int8Dot, t)) return GemmPath::Int8Dot;
-  return GemmPath::Tiled;
-}
-
 // Median GPU time in ns of o.iters calls of `record`, each between barriers.
 double time_dispatches(Context& ctx, const Options& o, const std::function<void(Recorder&)>& record) {
   const int warm = 2, n = o.iters + warm;
@@ -431,7 +409,7 @@ Buffer random_f32_buffer(Context& ctx, Uploader& upl, uint64_t n, const char* wh
 void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows,
                 uint32_t tokens, const Options& o, std::mt19937& rng) {
   const std::string shape = std::to_string(ncols) + "x" + std::to_string(nrows) + ":" + std::to_string(tokens);
-  const GemmPath path = resolved_gemm_path(ctx, o.gemm_path, t);
+  const GemmPath path = resolve_gemm_path(ctx, o.gemm_path, t);
   const uint64_t bytes = row_bytes(t, ncols) * nrows;
   if (!gemm_path_available(ctx, path, t) || bytes > ctx.info().max_storage_buffer_range) {
     std::printf("%-10s %-22s skipped: %s\n", kernel.c_str(), shape.c_str(),
@@ -455,7 +433,7 @@ void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType
   a.y = BufferRange(yb);
   a.y_stride = nrows;
   if (path == GemmPath::Int8Dot) {
-    scratch = ctx.create_buffer(gemm_int8_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
+    scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
     a.scratch = BufferRange(scratch);
   }
   const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm(rec, a, GemmConfig{path}); });
@@ -471,7 +449,7 @@ void bench_gemm_ids(Context& ctx, Uploader& upl, uint32_t ncols, uint32_t nrows,
   const uint32_t k = 8;
   const std::string shape = std::to_string(ncols) + "x" + std::to_string(nrows) + ":" + std::to_string(tokens) +
                             "k8/" + std::to_string(o.experts);
-  const GemmPath path = resolved_gemm_path(ctx, o.gemm_path, t);
+  const GemmPath path = resolve_gemm_path(ctx, o.gemm_path, t);
   const uint64_t ebytes = row_bytes(t, ncols) * nrows, stack = ebytes * o.experts;
   if (ncols % 256 != 0 || !gemm_path_available(ctx, path, t) || stack > ctx.info().max_storage_buffer_range) {
     std::printf("%-10s %-22s skipped: %s\n", "gemm_ids", shape.c_str(),
@@ -524,7 +502,7 @@ void bench_gemm_ids(Context& ctx, Uploader& upl, uint32_t ncols, uint32_t nrows,
   a.n_experts = o.experts;
   a.gather_x = true;
   if (path == GemmPath::Int8Dot) {
-    scratch = ctx.create_buffer(gemm_int8_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
+    scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
     a.scratch = BufferRange(scratch);
   }
   const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm_ids(rec, a, GemmConfig{path}); });
@@ -613,7 +591,7 @@ int bench_shaders_main(int argc, char** argv) {
     return run(o);
   } catch (const Error& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "vkmoe bench-shaders: %s\n", e.what());
+    std::fprintf(stderr, "vkmoe: error: %s\n", e.what());
     return 1;
   }
 }

@@ -53,7 +53,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(R * s.embd, "expert out");
   f(s.vocab, "logits");
   const uint32_t widest = std::max({s.embd, s.q, s.ff, s.ff_exp});
-  f(vk::gemm_int8_scratch_bytes(widest, std::max<uint32_t>(uint32_t(T), R)) / 4, "GEMM activation scratch");
+  f(vk::gemm_scratch_bytes(widest, std::max<uint32_t>(uint32_t(T), R)) / 4, "GEMM activation scratch");
 }
 
 uint64_t padded(uint64_t floats) { return (std::max<uint64_t>(floats, 4) * 4 + 255) / 256 * 256; }

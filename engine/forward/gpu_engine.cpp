@@ -24,9 +24,8 @@ vk::KvType parse_kv_type(const std::string& s) {
 }
 
 vk::GemmConfig parse_gemm(const std::string& s) {
-  for (vk::GemmPath p : {vk::GemmPath::Auto, vk::GemmPath::Tiled, vk::GemmPath::Int8Dot, vk::GemmPath::CoopMat})
-    if (s == vk::gemm_path_name(p)) return {p};
-  throw Error("unknown GEMM path '" + s + "' (auto, tiled, int8, coopmat)");
+  if (const auto p = vk::gemm_path_by_name(s)) return {*p};
+  throw Error("unknown GEMM path '" + s + "' (" + vk::kGemmPathNames + ")");
 }
 
 GgmlType kv_ggml_type(vk::KvType t) {

@@ -9,6 +9,15 @@ namespace vkmoe::vk {
 bool gemm_coopmat_available(const Context& ctx, GgmlType t);
 void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids);
 
+// gemm_coopmat2.cpp: NVIDIA cooperative-matrix-2 kernels (VK_NV_cooperative_matrix2).
+bool gemm_coopmat2_available(const Context& ctx, GgmlType t);
+// Scratch bytes for the f16 activation rows: n_rows = n_tokens (dense) or layout.max_slots().
+uint64_t gemm_coopmat2_scratch_bytes(uint32_t ncols, uint32_t n_rows);
+// Whether this product's alignment and layout suit the kernel (weights binding
+// offset, vec4 activation rows, expert stride in whole blocks, scratch size).
+bool gemm_coopmat2_applies(const Context& ctx, const GemmArgs& a, const GemmIdsArgs* ids);
+void record_gemm_coopmat2(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids);
+
 // gemm_int8.cpp: int8 activations with packed integer dot products.
 bool gemm_int8_available(const Context& ctx, GgmlType t);
 // Scratch bytes for n_rows activation rows of ncols (multiple of 32) quantized to int8 blocks:

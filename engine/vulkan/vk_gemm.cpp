@@ -105,7 +105,7 @@ const GpuWeightType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
   return *L;
 }
 
-GemmPath resolve(const Context& ctx, GemmPath p, GgmlType t) {
+GemmPath resolve_path(const Context& ctx, GemmPath p, GgmlType t) {
   if (p == GemmPath::Auto) {
     if (gemm_coopmat_available(ctx, t)) return GemmPath::CoopMat;
     if (gemm_int8_available(ctx, t)) return GemmPath::Int8Dot;
@@ -157,7 +157,11 @@ void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, cons
 
 void record(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GemmConfig& cfg) {
   const GpuWeightType& L = validate(a, ids);
-  switch (resolve(rec.context(), cfg.path, a.type)) {
+  GemmPath path = resolve_path(rec.context(), cfg.path, a.type);
+  if (path == GemmPath::CoopMat2 && !gemm_coopmat2_applies(rec.context(), a, ids))
+    path = gemm_coopmat_available(rec.context(), a.type) ? GemmPath::CoopMat : GemmPath::Tiled;
+  switch (path) {
+    case GemmPath::CoopMat2: return record_gemm_coopmat2(rec, a, ids);
     case GemmPath::CoopMat: return record_gemm_coopmat(rec, a, ids);
     case GemmPath::Int8Dot: return record_gemm_int8(rec, a, ids);
     default: return record_tiled(rec, a, ids, L);
@@ -172,11 +176,25 @@ const char* gemm_path_name(GemmPath p) {
     case GemmPath::Tiled: return "tiled";
     case GemmPath::Int8Dot: return "int8";
     case GemmPath::CoopMat: return "coopmat";
+    case GemmPath::CoopMat2: return "coopmat2";
   }
   return "?";
 }
 
+std::optional<GemmPath> gemm_path_by_name(std::string_view name) {
+  for (GemmPath p : {GemmPath::Auto, GemmPath::Tiled, GemmPath::Int8Dot, GemmPath::CoopMat, GemmPath::CoopMat2})
+    if (name == gemm_path_name(p)) return p;
+  return std::nullopt;
+}
+
+GemmPath resolve_gemm_path(const Context& ctx, GemmPath p, GgmlType t) { return resolve_path(ctx, p, t); }
+
 bool gemm_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
+
+uint64_t gemm_scratch_bytes(uint32_t ncols, uint32_t n_rows) {
+  const uint64_t f16 = gemm_coopmat2_scratch_bytes(ncols, n_rows);
+  return ncols % 32 ? f16 : std::max(f16, gemm_int8_scratch_bytes(ncols, n_rows));
+}
 
 bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t) {
   if (!gemm_supported(t)) return false;
@@ -185,6 +203,7 @@ bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t) {
     case GemmPath::Tiled: return true;
     case GemmPath::Int8Dot: return gemm_int8_available(ctx, t);
     case GemmPath::CoopMat: return gemm_coopmat_available(ctx, t);
+    case GemmPath::CoopMat2: return gemm_coopmat2_available(ctx, t);
   }
   return false;
 }

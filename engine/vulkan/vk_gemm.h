@@ -7,10 +7,15 @@
 //
 // Paths: a shared-memory tiled kernel for every type (any device); an int8
 // dot-product kernel for the quantized types (VK_KHR_shader_integer_dot_product);
-// a cooperative-matrix kernel (VK_KHR_cooperative_matrix) where the device and
-// the shader compiler have it. GemmConfig::path = Auto picks the fastest
-// available; the others force one (Error when unavailable).
+// a cooperative-matrix kernel (VK_KHR_cooperative_matrix) and an NVIDIA
+// cooperative-matrix-2 kernel (VK_NV_cooperative_matrix2) where the device and
+// the shader compiler have them. GemmConfig::path = Auto picks the fastest
+// available of coopmat, int8 and tiled (coopmat2 is slower than coopmat on an
+// H100 so far: docs/PERF.md); the others force one (Error when unavailable; a
+// coopmat2 product whose layout that kernel cannot take runs on coopmat).
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "cpu/quant.h"
 #include "engine/vulkan/moe_table.h"
@@ -18,13 +23,19 @@
 
 namespace vkmoe::vk {
 
-enum class GemmPath { Auto, Tiled, Int8Dot, CoopMat };
+enum class GemmPath { Auto, Tiled, Int8Dot, CoopMat, CoopMat2 };
 const char* gemm_path_name(GemmPath p);
+// The path named `name` (as gemm_path_name writes it); nullopt when none is.
+std::optional<GemmPath> gemm_path_by_name(std::string_view name);
+constexpr const char* kGemmPathNames = "auto, tiled, int8, coopmat, coopmat2";
 
 // F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K.
 bool gemm_supported(GgmlType t);
 // Whether `p` can run type t on this device (Tiled: always for supported types).
 bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t);
+// The path `p` stands for with type t here: Auto becomes the fastest available.
+// Throws Error when a forced path is unavailable.
+GemmPath resolve_gemm_path(const Context& ctx, GemmPath p, GgmlType t);
 
 struct GemmConfig {
   GemmPath path = GemmPath::Auto;
@@ -40,7 +51,7 @@ struct GemmArgs {
   BufferRange y;
   uint32_t y_offset = 0, y_stride = 0;  // floats
   bool accumulate = false;
-  // int8 path's quantized activations, size gemm_int8_scratch_bytes(ncols, n_tokens or max slots)
+  // The int8 and coopmat2 paths' converted activations, gemm_scratch_bytes(ncols, n_tokens or max slots)
   // (gemm_paths.h); written and read within the call.
   BufferRange scratch;
 };
@@ -59,7 +70,13 @@ struct GemmIdsArgs : GemmArgs {
   bool gather_x = true;
 };
 
-// Records one dispatch (no barrier). Throws Error for unsupported types or shapes.
+// Bytes of GemmArgs::scratch any path needs for n_rows activation rows of ncols
+// (n_rows: n_tokens, or layout.max_slots() for expert-grouped products).
+uint64_t gemm_scratch_bytes(uint32_t ncols, uint32_t n_rows);
+
+// Records the product: one dispatch, or for the int8 and coopmat2 paths an
+// activation conversion into `scratch`, a barrier and the product. Throws
+// Error for unsupported types or shapes.
 void record_gemm(Recorder& rec, const GemmArgs& a, const GemmConfig& cfg = {});
 void record_gemm_ids(Recorder& rec, const GemmIdsArgs& a, const GemmConfig& cfg = {});
 

@@ -82,6 +82,42 @@ constexpr VkStructureType kStypeCoopMatProperties = VK_STRUCTURE_TYPE_COOPERATIV
 #endif
 using PfnCoopMatProperties = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, VkCooperativeMatrixPropertiesKHR*);
 
+// VK_NV_cooperative_matrix2 (newer than Debian 12's headers), as the registry defines it.
+constexpr const char* kCoopMat2Extension = "VK_NV_cooperative_matrix2";
+constexpr VkStructureType kStypeCoopMat2Features = static_cast<VkStructureType>(1000593000);
+constexpr VkStructureType kStypeCoopMat2Flexible = static_cast<VkStructureType>(1000593001);
+constexpr VkStructureType kStypeCoopMat2Properties = static_cast<VkStructureType>(1000593002);
+struct CoopMat2Features {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 workgroup_scope, flexible_dimensions, reductions, conversions, per_element_operations,
+      tensor_addressing, block_loads;
+};
+struct CoopMat2FlexibleDimensions {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MGranularity, NGranularity, KGranularity;
+  uint32_t AType, BType, CType, ResultType;  // VkComponentTypeKHR
+  VkBool32 saturatingAccumulation;
+  uint32_t scope;  // VkScopeKHR
+  uint32_t workgroupInvocations;
+};
+struct CoopMat2Properties {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t workgroup_scope_max_workgroup_size, flexible_dimensions_max_dimension, workgroup_scope_reserved_shared;
+};
+using PfnCoopMat2Flexible = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopMat2FlexibleDimensions*);
+
+// The features the cm2 GEMM needs (queried; also what is enabled).
+CoopMat2Features query_coopmat2_features(VkPhysicalDevice phys) {
+  CoopMat2Features f{kStypeCoopMat2Features, nullptr, 0, 0, 0, 0, 0, 0, 0};
+  VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  g2.pNext = &f;
+  vkGetPhysicalDeviceFeatures2(phys, &g2);
+  return f;
+}
+
 std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice phys) {
   uint32_t n = 0;
   vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, nullptr);
@@ -252,6 +288,8 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
     d.shader_float16 = f12.shaderFloat16;
     d.shader_int16 = f2.features.shaderInt16;
     d.timeline_semaphore = f12.timelineSemaphore;
+    d.buffer_device_address = f12.bufferDeviceAddress;
+    d.vulkan_memory_model = f12.vulkanMemoryModel;
     if (has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
       VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf{
           VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
@@ -284,6 +322,32 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
                                         static_cast<uint32_t>(c.BType), static_cast<uint32_t>(c.CType),
                                         static_cast<uint32_t>(c.ResultType), c.saturatingAccumulation != VK_FALSE,
                                         static_cast<uint32_t>(c.scope)});
+          }
+        }
+      }
+    }
+    const auto flexible = reinterpret_cast<PfnCoopMat2Flexible>(
+        vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV"));
+    if (d.cooperative_matrix && has_extension(exts, kCoopMat2Extension) && flexible && f12.bufferDeviceAddress &&
+        f12.vulkanMemoryModel) {
+      const CoopMat2Features f = query_coopmat2_features(phys);
+      CoopMat2Properties cp{kStypeCoopMat2Properties, nullptr, 0, 0, 0};
+      VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+      q2.pNext = &cp;
+      vkGetPhysicalDeviceProperties2(phys, &q2);
+      uint32_t n = 0;
+      if (f.workgroup_scope && f.flexible_dimensions && f.tensor_addressing && f.block_loads &&
+          f.per_element_operations && flexible(phys, &n, nullptr) == VK_SUCCESS && n > 0) {
+        std::vector<CoopMat2FlexibleDimensions> props(n, CoopMat2FlexibleDimensions{kStypeCoopMat2Flexible});
+        if (flexible(phys, &n, props.data()) == VK_SUCCESS) {
+          d.cooperative_matrix2 = true;
+          d.coopmat2_max_workgroup = cp.workgroup_scope_max_workgroup_size;
+          d.coopmat2_reserved_shared = cp.workgroup_scope_reserved_shared;
+          for (uint32_t i = 0; i < n; ++i) {
+            const auto& c = props[i];
+            d.coopmat2_shapes.push_back({c.MGranularity, c.NGranularity, c.KGranularity, c.AType, c.BType, c.CType,
+                                         c.ResultType, c.saturatingAccumulation != VK_FALSE, c.scope,
+                                         c.workgroupInvocations});
           }
         }
       }
@@ -356,6 +420,17 @@ std::string DeviceInfo::api_version_string() const {
          std::to_string(VK_API_VERSION_PATCH(api_version));
 }
 
+bool DeviceInfo::has_coopmat2(uint32_t m, uint32_t n, uint32_t k, uint32_t invocations) const {
+  if (!cooperative_matrix2) return false;
+  for (const auto& c : coopmat2_shapes)
+    if (c.a_type == kCoopMatF16 && c.b_type == kCoopMatF16 && c.c_type == kCoopMatF32 &&
+        c.result_type == kCoopMatF32 && !c.saturating && c.scope == kCoopMatScopeWorkgroup &&
+        c.invocations == invocations && c.m_granularity && m % c.m_granularity == 0 && c.n_granularity &&
+        n % c.n_granularity == 0 && c.k_granularity && k % c.k_granularity == 0)
+      return true;
+  return false;
+}
+
 bool DeviceInfo::has_coopmat(uint32_t m, uint32_t n, uint32_t k, uint32_t ab_type, uint32_t cd_type,
                              uint32_t scope) const {
   if (!cooperative_matrix) return false;
@@ -403,6 +478,15 @@ std::string DeviceInfo::summary() const {
         << (c.b_type != c.a_type ? "/" + type(c.b_type) : "") << "->" << type(c.result_type)
         << (c.scope != kCoopMatScopeSubgroup ? " (scope " + std::to_string(c.scope) + ")" : "") << ";";
     o << "\n";
+    if (cooperative_matrix2) {
+      o << "    VK_NV_cooperative_matrix2 (granularity MxNxK A/B->C, invocations):";
+      for (const auto& c : coopmat2_shapes)
+        o << " " << c.m_granularity << "x" << c.n_granularity << "x" << c.k_granularity << " " << type(c.a_type)
+          << (c.b_type != c.a_type ? "/" + type(c.b_type) : "") << "->" << type(c.result_type) << " "
+          << c.invocations << (c.scope != kCoopMatScopeWorkgroup ? " (scope " + std::to_string(c.scope) + ")" : "")
+          << ";";
+      o << "\n";
+    }
   }
   return o.str();
 }
@@ -529,7 +613,7 @@ void Context::init(int device_index, const ContextOptions& opts) {
   if (device_index >= 0) {
     if (device_index >= static_cast<int>(devs.size()))
       throw Error("Vulkan device " + std::to_string(device_index) + " does not exist (" +
-                  std::to_string(devs.size()) + " found; see `vkmoe devices`)");
+                  std::to_string(devs.size()) + " found; see `vkmoe info`)");
     if (!usable(infos[device_index]))
       throw Error("Vulkan device " + std::to_string(device_index) + " (" + infos[device_index].name +
                   ") lacks Vulkan 1.2 with timeline semaphores and compute queues");
@@ -599,12 +683,22 @@ void Context::init(int device_index, const ContextOptions& opts) {
     f2.pNext = &cmf;
   }
 
+  CoopMat2Features cm2f{};
+  if (info_.cooperative_matrix2) {
+    cm2f = query_coopmat2_features(phys_);
+    cm2f.pNext = f2.pNext;
+    f2.pNext = &cm2f;
+    f12.bufferDeviceAddress = VK_TRUE;
+    f12.vulkanMemoryModel = VK_TRUE;
+  }
+
   std::vector<const char*> exts;
   push_descriptors_ = info_.push_descriptor && opts.allow_push_descriptors;
   if (push_descriptors_) exts.push_back(VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   if (info_.has_memory_budget) exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (info_.integer_dot) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (info_.cooperative_matrix) exts.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (info_.cooperative_matrix2) exts.push_back(kCoopMat2Extension);
   {
     const auto all = device_extensions(phys_);
     if (has_extension(all, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
@@ -690,6 +784,8 @@ Buffer Context::create_buffer(uint64_t bytes, MemoryKind kind, const std::string
   bci.size = vk_size;
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
               VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  // cm2 shaders form buffer references (decode callbacks) into bound buffers.
+  if (info_.cooperative_matrix2) bci.usage |= VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
   uint32_t families[2] = {compute_->family(), transfer_ ? transfer_->family() : compute_->family()};
   if (families[0] != families[1]) {
     bci.sharingMode = VK_SHARING_MODE_CONCURRENT;
@@ -726,6 +822,12 @@ Buffer Context::create_buffer(uint64_t bytes, MemoryKind kind, const std::string
   if (req.size >= (16u << 20)) {
     dedicated.buffer = b.buffer_;
     mai.pNext = &dedicated;
+  }
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  if (info_.cooperative_matrix2) {
+    flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+    flags.pNext = const_cast<void*>(mai.pNext);
+    mai.pNext = &flags;
   }
   r = vkAllocateMemory(device_, &mai, nullptr, &b.memory_);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY ||

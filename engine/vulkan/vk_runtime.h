@@ -31,7 +31,16 @@ struct CoopMatShape {
   bool saturating = false;
   uint32_t scope = 0;
 };
-constexpr uint32_t kCoopMatF16 = 0, kCoopMatF32 = 1, kCoopMatScopeSubgroup = 3;
+constexpr uint32_t kCoopMatF16 = 0, kCoopMatF32 = 1, kCoopMatScopeWorkgroup = 2, kCoopMatScopeSubgroup = 3;
+
+// One VK_NV_cooperative_matrix2 flexible-dimension configuration: any M, N, K
+// that are multiples of the granularities, for workgroups of `invocations`.
+struct CoopMat2Shape {
+  uint32_t m_granularity = 0, n_granularity = 0, k_granularity = 0;
+  uint32_t a_type = 0, b_type = 0, c_type = 0, result_type = 0;
+  bool saturating = false;
+  uint32_t scope = 0, invocations = 0;
+};
 
 struct DeviceInfo {
   int index = -1;  // position in list_devices(), as accepted by Context::create
@@ -57,12 +66,23 @@ struct DeviceInfo {
   // packed signed 4x8-bit dot products run as native instructions.
   bool integer_dot = false, integer_dot_accelerated = false;
   bool timeline_semaphore = false, push_descriptor = false;
+  bool buffer_device_address = false, vulkan_memory_model = false;
   // VK_KHR_cooperative_matrix (enabled when present) in compute shaders, and
   // its supported configurations.
   bool cooperative_matrix = false;
   std::vector<CoopMatShape> coopmat_shapes;
   bool has_coopmat(uint32_t m, uint32_t n, uint32_t k, uint32_t ab_type, uint32_t cd_type,
                    uint32_t scope = kCoopMatScopeSubgroup) const;
+  // VK_NV_cooperative_matrix2 with workgroup scope, flexible dimensions,
+  // tensor addressing, block loads and per-element operations (enabled, with
+  // buffer device addresses and the Vulkan memory model, when present).
+  bool cooperative_matrix2 = false;
+  std::vector<CoopMat2Shape> coopmat2_shapes;
+  uint32_t coopmat2_max_workgroup = 0;     // invocations of a workgroup-scope matrix workgroup
+  uint32_t coopmat2_reserved_shared = 0;   // shared memory bytes the implementation keeps for itself
+  // Whether an f16 x f16 -> f32 workgroup-scope product of m x n x k runs in
+  // workgroups of `invocations`.
+  bool has_coopmat2(uint32_t m, uint32_t n, uint32_t k, uint32_t invocations) const;
   uint32_t max_workgroup_size[3] = {0, 0, 0};
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   uint32_t max_workgroup_invocations = 0;

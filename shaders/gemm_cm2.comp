@@ -1,0 +1,227 @@
+#version 450
+// Y[n][r] = (accumulate ? Y[n][r] : 0) + sum_i W[r][i] X[n][i] with
+// GL_NV_cooperative_matrix2: workgroup-scope fragments of BM x BN, tensor-
+// addressed loads that decode the weight blocks to f16 on the way in, f32
+// accumulation (see vk_gemm.h). The activations come as f16 rows from
+// to_f16.comp: tokens, or (INDEXED) the slots of the MoE table, gathered.
+// Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
+// matvec.comp), INDEXED (expert-grouped over a MoE table: one workgroup
+// column = one table tile of BN = kMoeTileRows slots, one expert).
+// Specialization: 0 = workgroup size, 1 = BM weight rows, 2 = BN tokens,
+// 3 = BK columns per step.
+// The weights binding starts at the matrix (or expert 0).
+#extension GL_EXT_control_flow_attributes : require
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_NV_cooperative_matrix2 : require
+#extension GL_EXT_buffer_reference : require
+
+#ifndef INDEXED
+#define INDEXED 0
+#endif
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BM = 128;
+layout(constant_id = 2) const uint BN = 128;
+layout(constant_id = 3) const uint BK = 32;
+
+// ggml blocks as 16/32-bit words (no 8-bit storage needed).
+struct BlockQ8_0 { float16_t d; int16_t qs[16]; };                         // 34 bytes
+struct BlockQ4_K { f16vec2 dm; uint scales[3]; uint qs[32]; };              // 144
+struct BlockQ5_K { f16vec2 dm; uint scales[3]; uint qh[8]; uint qs[32]; };  // 176
+struct BlockQ6_K { uint16_t ql[64]; uint16_t qh[32]; uint16_t scales[8]; float16_t d; };  // 210
+
+#if WTYPE == 1
+#define QK 1
+#define WBLOCK float
+#elif WTYPE == 2
+#define QK 1
+#define WBLOCK float16_t
+#elif WTYPE == 3
+#define QK 1
+#define WBLOCK uint16_t
+#elif WTYPE == 4
+#define QK 32
+#define WBLOCK BlockQ8_0
+#elif WTYPE == 5
+#define QK 256
+#define WBLOCK BlockQ4_K
+#elif WTYPE == 6
+#define QK 256
+#define WBLOCK BlockQ5_K
+#elif WTYPE == 7
+#define QK 256
+#define WBLOCK BlockQ6_K
+#else
+#error "unknown WTYPE"
+#endif
+
+layout(set = 0, binding = 0) readonly buffer W { WBLOCK w[]; };
+layout(set = 0, binding = 1) readonly buffer XH { float16_t xh[]; };  // f16 rows of ncols
+layout(set = 0, binding = 2) buffer Y { float y[]; };
+#if INDEXED
+layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
+#endif
+
+layout(push_constant) uniform Push {
+  uint ncols, nrows, n_tokens, row_blocks;  // row_blocks: blocks (elements for float types) per weight row
+  uint y_offset, y_stride, accumulate;      // floats
+  uint expert_blocks, n_experts;            // expert stride in blocks
+  uint count_off, tile_expert_off, slot_token_off;
+} p;
+
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefF32 { float v; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefBF16 { uint16_t v; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ8_0 { BlockQ8_0 b; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefQ4_K { BlockQ4_K b; };
+layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefQ5_K { BlockQ5_K b; };
+layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ6_K { BlockQ6_K b; };
+
+float16_t decode_f32(const in RefF32 r, const in uint bc[2], const in uint ib[2]) { return float16_t(r.v); }
+float16_t decode_bf16(const in RefBF16 r, const in uint bc[2], const in uint ib[2]) {
+  return float16_t(uintBitsToFloat(uint(r.v) << 16));
+}
+float16_t decode_q8_0(const in RefQ8_0 r, const in uint bc[2], const in uint ib[2]) {
+  const uint i = ib[1];
+  const int v = int(r.b.qs[i >> 1]);
+  return float16_t(float((i & 1u) != 0 ? v >> 8 : (v << 24) >> 24) * float(r.b.d));
+}
+
+// Byte j of a packed little-endian word array.
+#define BYTE(arr, j) ((arr[(j) >> 2] >> (8 * ((j) & 3u))) & 0xFFu)
+
+// 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block.
+vec2 k_scale_min(const uint s[3], uint j) {
+  if (j < 4) return vec2(BYTE(s, j) & 63u, BYTE(s, j + 4) & 63u);
+  return vec2((BYTE(s, j + 4) & 0xFu) | ((BYTE(s, j - 4) >> 6) << 4), (BYTE(s, j + 4) >> 4) | ((BYTE(s, j) >> 6) << 4));
+}
+
+float16_t decode_q4_k(const in RefQ4_K r, const in uint bc[2], const in uint ib[2]) {
+  const uint i = ib[1], sub = i >> 5, l = i & 31u;
+  const uint q = (BYTE(r.b.qs, 32 * (sub >> 1) + l) >> (4 * (sub & 1u))) & 0xFu;
+  const vec2 dm = vec2(r.b.dm);
+  const vec2 sm = k_scale_min(r.b.scales, sub);
+  return float16_t(dm.x * sm.x * float(q) - dm.y * sm.y);
+}
+
+float16_t decode_q5_k(const in RefQ5_K r, const in uint bc[2], const in uint ib[2]) {
+  const uint i = ib[1], sub = i >> 5, l = i & 31u;
+  const uint q = ((BYTE(r.b.qs, 32 * (sub >> 1) + l) >> (4 * (sub & 1u))) & 0xFu) | (((BYTE(r.b.qh, l) >> sub) & 1u) << 4);
+  const vec2 dm = vec2(r.b.dm);
+  const vec2 sm = k_scale_min(r.b.scales, sub);
+  return float16_t(dm.x * sm.x * float(q) - dm.y * sm.y);
+}
+
+// Element 128n + 32m + l: low nibble of ql[64n + 32(m&1) + l] (high for m >= 2),
+// bits 2m of qh[32n + l], scale 8n + 2m + l/16.
+float16_t decode_q6_k(const in RefQ6_K r, const in uint bc[2], const in uint ib[2]) {
+  const uint i = ib[1], n = i >> 7, m = (i >> 5) & 3u, l = i & 31u;
+  const uint qlb = 64 * n + 32 * (m & 1u) + l, qhb = 32 * n + l, sb = 8 * n + 2 * m + (l >> 4);
+  const uint ql = (uint(r.b.ql[qlb >> 1]) >> (8 * (qlb & 1u) + 4 * (m >> 1))) & 0xFu;
+  const uint qh = (uint(r.b.qh[qhb >> 1]) >> (8 * (qhb & 1u) + 2 * m)) & 3u;
+  const int sc = (int(uint(r.b.scales[sb >> 1]) >> (8 * (sb & 1u))) << 24) >> 24;
+  return float16_t(float(r.b.d) * float(sc) * float(int(ql | (qh << 4)) - 32));
+}
+
+#if WTYPE == 1
+#define DECODE_W , decode_f32
+#elif WTYPE == 2
+#define DECODE_W
+#elif WTYPE == 3
+#define DECODE_W , decode_bf16
+#elif WTYPE == 4
+#define DECODE_W , decode_q8_0
+#elif WTYPE == 5
+#define DECODE_W , decode_q4_k
+#elif WTYPE == 6
+#define DECODE_W , decode_q5_k
+#else
+#define DECODE_W , decode_q6_k
+#endif
+
+#if INDEXED
+shared int toks[BN];  // token of each slot of the tile (-1: padding)
+uint slot0;
+
+// Stores one result element (r: weight row, c: slot within the tile) unless its slot is padding.
+float store_y(const in uint r, const in uint c, const in float e, const in uint row0) {
+  const uint row = row0 + r;
+  if (row < p.nrows && toks[c] >= 0) {
+    const uint i = p.y_offset + (slot0 + c) * p.y_stride + row;
+    y[i] = p.accumulate != 0 ? y[i] + e : e;
+  }
+  return e;
+}
+#endif
+
+// acc += W[row0 .. +BM] . X[b_row0 .. +BN]^T over all columns, through layouts LA, LB.
+#define K_LOOP(LA, LB)                                                                                \
+  [[dont_unroll]] for (uint k0 = 0; k0 < p.ncols; k0 += BK) {                                        \
+    coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                                  \
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;                                  \
+    coopMatLoadTensorNV(a, w, w_pos, sliceTensorLayoutNV(LA, row0, BM, k0, BK) DECODE_W);            \
+    coopMatLoadTensorNV(b, xh, 0, sliceTensorLayoutNV(LB, b_row0, BN, k0, BK), transpose);           \
+    acc = coopMatMulAdd(a, b, acc);                                                                  \
+  }
+
+void main() {
+  const uint row0 = gl_WorkGroupID.x * BM;
+  uint w_pos = 0;  // first block of the matrix
+#if INDEXED
+  const uint tile = gl_WorkGroupID.y;
+  if (tile >= uint(table[p.count_off])) return;
+  const int expert = table[p.tile_expert_off + tile];
+  if (expert < 0 || uint(expert) >= p.n_experts) return;
+  w_pos = uint(expert) * p.expert_blocks;
+  slot0 = tile * BN;
+  for (uint i = gl_LocalInvocationIndex; i < BN; i += gl_WorkGroupSize.x) toks[i] = table[p.slot_token_off + slot0 + i];
+  barrier();
+#else
+  const uint col0 = gl_WorkGroupID.y * BN;
+#endif
+
+#if INDEXED
+  const uint b_row0 = slot0, b_rows = slot0 + BN;
+#else
+  const uint b_row0 = col0, b_rows = p.n_tokens;
+#endif
+  tensorViewNV<2, false, 1, 0> transpose = createTensorViewNV(2, false, 1, 0);
+  coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
+      coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
+#if !INDEXED
+  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  ly = setTensorLayoutDimensionNV(ly, p.n_tokens, p.nrows);
+  ly = setTensorLayoutStrideNV(ly, p.y_stride, 1);
+  if (p.accumulate != 0) coopMatLoadTensorNV(acc, y, p.y_offset, sliceTensorLayoutNV(ly, col0, BN, row0, BM), transpose);
+#endif
+
+  if (row0 + BM <= p.nrows && b_row0 + BN <= b_rows && p.ncols % BK == 0) {
+    // Whole tile in bounds: unclamped layouts.
+    tensorLayoutNV<2> la = createTensorLayoutNV(2);
+    la = setTensorLayoutBlockSizeNV(la, 1, QK);
+    la = setTensorLayoutDimensionNV(la, p.nrows, p.ncols);
+    la = setTensorLayoutStrideNV(la, p.row_blocks, 1);
+    tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+    lb = setTensorLayoutDimensionNV(lb, b_rows, p.ncols);
+    lb = setTensorLayoutStrideNV(lb, p.ncols, 1);
+    K_LOOP(la, lb)
+  } else {
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    la = setTensorLayoutBlockSizeNV(la, 1, QK);
+    la = setTensorLayoutDimensionNV(la, p.nrows, p.ncols);
+    la = setTensorLayoutStrideNV(la, p.row_blocks, 1);
+    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+    lb = setTensorLayoutDimensionNV(lb, b_rows, p.ncols);
+    lb = setTensorLayoutStrideNV(lb, p.ncols, 1);
+    K_LOOP(la, lb)
+  }
+
+#if INDEXED
+  coopMatPerElementNV(acc, acc, store_y, row0);
+#else
+  coopMatStoreTensorNV(acc, y, p.y_offset, sliceTensorLayoutNV(ly, col0, BN, row0, BM), transpose);
+#endif
+}
