@@ -1,6 +1,10 @@
 #include "cpu/thread_pool.h"
 
 #include <algorithm>
+#include <string>
+#include <system_error>
+
+#include "base/error.h"
 
 namespace vkmoe {
 
@@ -13,10 +17,20 @@ ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   workers_.reserve(n_threads - 1);
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // Unwinding with workers still waiting would hang in ~condition_variable.
+    const size_t started = workers_.size() + 1;
+    stop();
+    throw Error("cannot start CPU thread " + std::to_string(started + 1) + " of " + std::to_string(n_threads) +
+                " (" + e.what() + "); use fewer threads (-t)");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop(); }
+
+void ThreadPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;

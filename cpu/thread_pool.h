@@ -14,6 +14,7 @@ namespace vkmoe {
 class ThreadPool {
  public:
   // n_threads counts the calling thread too; 0 = hardware_concurrency.
+  // Throws Error when a thread cannot be started.
   explicit ThreadPool(int n_threads = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -28,6 +29,7 @@ class ThreadPool {
   void parallel_for(int64_t n, const std::function<void(int64_t begin, int64_t end)>& fn);
 
  private:
+  void stop();  // stops and joins the workers
   void worker_loop();
   void run_chunks();
 

@@ -168,7 +168,7 @@ Plan make_plan(const PlanInput& in) {
 
   if (ex.n_expert == 0) {
     if (in.forced == PlanMode::ExpertCache || in.forced == PlanMode::CpuMoe)
-      throw Error(std::string("--mode ") + plan_mode_name(in.forced) +
+      throw Error(std::string("--moe-mode ") + plan_mode_name(in.forced) +
                   " needs a MoE model; this one has no routed experts");
     p.mode = PlanMode::Resident;
     p.reason = "dense model (no routed experts): trunk, KV cache and scratch use " +
@@ -207,7 +207,7 @@ Plan make_plan(const PlanInput& in) {
   }
   const int max_slots = int(std::min<uint64_t>(uint64_t(ex.n_expert), left_for_cache / layer_slot_bytes));
   const double thrash_limit = in.capacity_ratio * ex.n_expert_used;
-  const std::string forced = in.forced == PlanMode::Auto ? "" : "forced by --mode; ";
+  const std::string forced = in.forced == PlanMode::Auto ? "" : "forced by --moe-mode; ";
   const std::string need = "experts need " + gib(p.all_experts_bytes) + " but " + gib(left) +
                            " is left after trunk, KV cache and scratch";
   char ratio_text[64];
@@ -218,14 +218,14 @@ Plan make_plan(const PlanInput& in) {
   switch (in.forced) {
     case PlanMode::Resident:
       if (!fits_all)
-        throw Error("--mode resident needs " + gib(p.all_experts_bytes) +
+        throw Error("--moe-mode resident needs " + gib(p.all_experts_bytes) +
                     " for the routed experts but only " + gib(left) + " of the " +
                     gib(in.vram_budget) + " budget is left after trunk, KV cache and scratch");
       p.mode = PlanMode::Resident;
       break;
     case PlanMode::ExpertCache:
       if (max_slots < min_cache_slots)
-        throw Error("--mode expert-cache needs at least " + std::to_string(min_cache_slots) +
+        throw Error("--moe-mode expert-cache needs at least " + std::to_string(min_cache_slots) +
                     " slots per layer (" + gib(uint64_t(min_cache_slots) * layer_slot_bytes) +
                     ") but only " + gib(left) + " of the " + gib(in.vram_budget) +
                     " budget is left after trunk, KV cache and scratch");

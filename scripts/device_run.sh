@@ -24,12 +24,12 @@ for step in "$@"; do
       for args in "--moe-mode resident" "--vram-budget 12GiB" "--vram-budget 12GiB --predict-prefetch" \
                   "--vram-budget 12GiB --predict-prefetch --cpu-q8" "--moe-mode cpu-moe"; do
         echo "--- vkmoe bench -m $MODEL -p 64 -n 64 $args"
-        $B/vkmoe bench -m $MODEL -p 64 -n 64 --reps 2 --expert-stats $args 2>&1 | tee -a "$OUT/bench_e2e.txt" | grep -v "^  layer"
+        $B/vkmoe bench -m $MODEL -p 64 -n 64 -r 2 --expert-stats $args 2>&1 | tee -a "$OUT/bench_e2e.txt" | grep -v "^  layer"
       done ;;
     profile)  # per-step GPU time of the resident decode (full model when synthesized, else 8 layers)
       M8=$MODEL
       if [ ! -f $M8 ]; then M8=/tmp/q3-8layers.gguf; [ -f $M8 ] || $B/vkmoe synth --preset qwen3-30b-a3b --set n_layer=8 -o $M8; fi
-      VKMOE_PROFILE=1 $B/vkmoe bench -m $M8 -p 16 -n 32 --reps 1 --expert-stats --moe-mode resident 2>&1 | grep -v uploading | tee -a "$OUT/profile.txt" ;;
+      VKMOE_PROFILE=1 $B/vkmoe bench -m $M8 -p 16 -n 32 -r 1 --expert-stats --moe-mode resident 2>&1 | grep -v uploading | tee -a "$OUT/profile.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -87,5 +87,28 @@ expect_error "-pg needs two values" "$VKMOE" bench -pg 8
 expect_error "nothing to bench" "$VKMOE" bench -p 0 -n 0
 expect_error "-c/--ctx 8 is smaller than the 12 tokens" "$VKMOE" bench -p 8 -n 4 -d 4 -c 8
 expect_error "needs 5000 tokens but the model's context is 4096" "$VKMOE" bench -p 5000 -n 0
+# Options: unknown ones and bad numbers are errors naming the option, in every command.
+expect_error "unknown option '--n-predcit' for run (did you mean --n-predict?)" "$VKMOE" run --n-predcit 2
+expect_error "unknown option '--vram_budget' for plan (did you mean --vram-budget?)" "$VKMOE" plan --vram_budget 1MiB
+expect_error "unknown option '--temp' for bench" "$VKMOE" bench --temp 0.5
+expect_error "unknown option '--verbose' for info" "$VKMOE" info --verbose
+expect_error "unknown option '--ctx' for synth" "$VKMOE" synth -o "$T/x.gguf" --ctx 8
+expect_error "unknown option '--iter' for bench-shaders (did you mean --iters?)" "$VKMOE" bench-shaders --iter 3
+expect_error "-n/--n-predict must be at least 0, got -5" "$VKMOE" run -n -5
+expect_error "-p/--n-prompt must be at least 0, got -1" "$VKMOE" bench -p -1
+expect_error "-n/--n-gen must be at least 0, got -3" "$VKMOE" bench -p 0 -n -3
+expect_error "--device must be at most 2147483647, got 4294967296" "$VKMOE" run --device 4294967296
+expect_error "-t/--threads must be at most 1024, got 4294967297" "$VKMOE" run -t 4294967297
+expect_error "-t/--threads must be at least 1, got 0" "$VKMOE" bench -t 0
+expect_error "--temp needs a number, got '0.7abc'" "$VKMOE" run --temp 0.7abc
+expect_error "--top-p needs a finite number, got 'nan'" "$VKMOE" run --top-p nan
+expect_error "--capacity-ratio needs a finite number, got 'inf'" "$VKMOE" plan --capacity-ratio inf
+expect_error "--iters must be at least 1, got 0" "$VKMOE" bench-shaders --iters 0
+expect_error "Vulkan device 99 does not exist (.*; see \`vkmoe info\`)" "$VKMOE" run --device 99
+# --vram-budget 0 is the device's free memory in plan as in run.
+"$VKMOE" plan --vram-budget 0 2>/dev/null | grep -q "blk.\*.ffn_up_exps.weight" || fail "plan --vram-budget 0"
+# A synth that fails while writing leaves no temp file (attn_q would need 2^58 bytes).
+expect_error "out of host memory" "$VKMOE" synth --set n_head=67108864,head_dim=33554432 -o "$T/huge.gguf"
+[ ! -e "$T/huge.gguf.tmp" ] || fail "synth left $T/huge.gguf.tmp"
 expect_error "no Vulkan driver" env VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER_FILES=/nonexistent.json "$VKMOE" run
 echo "cli smoke: all passed"

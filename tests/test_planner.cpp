@@ -245,7 +245,7 @@ TEST(Planner, ForcedModes) {
   // One slot short of everything: forced Resident is impossible.
   in.vram_budget = fixed + 8 * 31 * eb;
   in.forced = PlanMode::Resident;
-  EXPECT_NE(error_of(in).find("--mode resident needs"), std::string::npos) << error_of(in);
+  EXPECT_NE(error_of(in).find("--moe-mode resident needs"), std::string::npos) << error_of(in);
   in.forced = PlanMode::Auto;
   EXPECT_EQ(make_plan(in).mode, PlanMode::ExpertCache);
 

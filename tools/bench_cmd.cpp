@@ -8,37 +8,14 @@
 #include <ctime>
 #include <functional>
 #include <map>
-#include <sstream>
 
 #include "base/error.h"
+#include "tools/cli_args.h"
 
 namespace vkmoe {
 
-std::vector<int> parse_int_list(const std::string& option, const std::string& text, int min) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t used = 0;
-    long v = 0;
-    try {
-      v = std::stol(item, &used);
-    } catch (...) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || v > (1L << 30))
-      throw Error(option + " needs comma-separated integers, got '" + text + "'");
-    if (v < min)
-      throw Error(option + " must be at least " + std::to_string(min) + ", got " + std::to_string(v));
-    out.push_back(static_cast<int>(v));
-  }
-  if (out.empty() || text.back() == ',')
-    throw Error(option + " needs comma-separated integers, got '" + text + "'");
-  return out;
-}
-
 std::pair<int, int> parse_pg(const std::string& text) {
-  std::vector<int> v = parse_int_list("-pg", text, 1);
+  std::vector<int> v = parse_int_list("-pg", text, 1, kMaxBenchTokens);
   if (v.size() != 2) throw Error("-pg needs two values PROMPT,GEN, got '" + text + "'");
   return {v[0], v[1]};
 }
@@ -191,9 +168,11 @@ ModelSummary summarize(const Model& m) {
   for (const GgufTensor& t : f.tensors()) {
     s.size += t.nbytes;
     s.params += t.nelements();
-    if (t.name.find("_exps") != std::string::npos) expert_params += t.nelements();
     if (t.ne.size() >= 2) bytes_by_type[t.type] += t.nbytes;
   }
+  for (const LayerWeights& l : m.layers())  // routed experts by role, not by name
+    for (const Weight* w : {&l.gate_exps, &l.up_exps, &l.down_exps})
+      if (*w) expert_params += w->t->nelements();
   s.active = s.params;
   if (c.is_moe()) s.active -= expert_params / c.n_expert * (c.n_expert - c.n_expert_used);
   std::string size = f.get_str_or("general.size_label", "");

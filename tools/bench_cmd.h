@@ -21,9 +21,9 @@ struct BenchParams {
   bool expert_stats = false;
 };
 
-// "512,1024" -> {512, 1024}. Throws Error naming `option` for a malformed
-// list or a value below `min`.
-std::vector<int> parse_int_list(const std::string& option, const std::string& text, int min);
+// Most tokens one bench test may name (-p, -n, -d, -pg values).
+constexpr int kMaxBenchTokens = 1 << 30;
+
 // "512,128" -> {512, 128}; both must be positive.
 std::pair<int, int> parse_pg(const std::string& text);
 // Checks md | json | jsonl | csv.

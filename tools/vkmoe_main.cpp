@@ -1,9 +1,8 @@
 // vkmoe command-line interface.
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
-#include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,10 +13,12 @@
 #include "engine/model/model.h"
 #include "engine/offload/plan_model.h"
 #include "engine/sample/sampler.h"
+#include "engine/vulkan/vk_gemm.h"
 #include "engine/model/tokenizer.h"
 #include "planner/planner.h"
 #include "tools/bench_cmd.h"
 #include "tools/bench_shaders.h"
+#include "tools/cli_args.h"
 #include "tools/synth_model.h"
 
 using namespace vkmoe;
@@ -29,32 +30,34 @@ const char* kUsage =
     "commands:\n"
     "  run            generate text (no -m: the built-in synthetic MoE model)\n"
     "  bench          prompt-processing and generation tokens/s, llama-bench style (see below)\n"
-    "  info           Vulkan devices and model summary\n"
-    "  plan           where each tensor goes for a VRAM budget\n"
-    "  synth          write a synthetic GGUF model\n"
-    "  bench-shaders  shader microbenchmarks (GB/s, % of measured bandwidth)\n"
-    "common options:\n"
+    "  info           Vulkan devices (and a summary of the -m model)\n"
+    "  plan           where each tensor goes for a VRAM budget; takes -m, --set, --preset, -c,\n"
+    "                 --device, --vram-budget, --moe-mode, --pin-experts, --capacity-ratio R\n"
+    "  synth          write a synthetic GGUF model; takes -o FILE, --set, --preset\n"
+    "  bench-shaders  shader microbenchmarks (GB/s, % of measured bandwidth; see its --help)\n"
+    "run and bench options:\n"
     "  -m, --model FILE       GGUF model (default: built-in synthetic qwen3moe)\n"
     "  -p, --prompt TEXT      prompt (run)\n"
-    "  -n, --n-predict N      tokens to generate (default 32)\n"
+    "  -n, --n-predict N      tokens to generate (run; default 32)\n"
     "  -c, --ctx N            context size (default 4096 run, what the tests need bench; at most the model's)\n"
     "  -ub, --ubatch-size N   tokens per batched forward pass of the prompt (default 512)\n"
     "  --kv-type f16|f32|q8_0 KV cache element type (default f16)\n"
-    "  --gemm PATH            prompt GEMM kernels: auto, tiled (f32), int8, coopmat (default auto)\n"
+    "  --gemm PATH            prompt GEMM kernels: auto, tiled (f32), int8, coopmat,\n"
+    "                         coopmat2 (NVIDIA; default auto)\n"
     "  --backend gpu|cpu|ref  gpu (Vulkan, default), cpu (SIMD), ref (scalar reference)\n"
     "  --device N             Vulkan device index (see `vkmoe info`)\n"
-    "  --vram-budget SIZE     VRAM to use, e.g. 12GiB (default: the device's free memory)\n"
+    "  --vram-budget SIZE     VRAM to use, e.g. 12GiB (default or 0: the device's free memory)\n"
     "  --moe-mode MODE        auto|resident|expert-cache|cpu-moe (default auto)\n"
     "  --predict-prefetch     prefetch predicted experts of the next layer\n"
     "  --expert-stats         print prediction accuracy, hit rate, bytes moved (and GPU time per step\n"
     "                         with VKMOE_PROFILE=1)\n"
     "  --pin-experts N        pin the N most-used experts per layer in VRAM after the prompt\n"
     "  --cpu-q8               CPU experts on Q8-quantized activations: faster, ~1% off the GPU result\n"
-    "  -t, --threads N        CPU threads (default: all cores)\n"
-    "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S   sampling (default greedy)\n"
+    "  -t, --threads N        CPU threads, 1 to 1024 (default: all cores)\n"
+    "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
+    "                         sampling (run; default greedy)\n"
     "  --set k=v,...          synth/default-model shape (arch, n_layer, n_embd, n_expert, quant, ...)\n"
-    "  --preset qwen3-30b-a3b synth preset\n"
-    "  -o FILE                synth output path\n"
+    "  --preset qwen3-30b-a3b synth/default-model preset\n"
     "bench options (each test starts on an empty context; 1 warm-up run, then -r timed runs):\n"
     "  -p, --n-prompt N,...   ppN tests: N prompt tokens in one batched eval (default 512; 0: none)\n"
     "  -n, --n-gen N,...      tgN tests: N tokens generated one at a time (default 128; 0: none)\n"
@@ -63,65 +66,24 @@ const char* kUsage =
     "  -r, --repetitions N    timed runs per test (default 5)\n"
     "  -o, --output FORMAT    md (default), json, jsonl or csv (with all samples)\n";
 
-struct Args {
-  std::string cmd;
-  std::map<std::string, std::string> opt;
-  bool flag(const std::string& k) const { return opt.count(k) != 0; }
-  std::string get(const std::string& k, const std::string& d = "") const {
-    auto it = opt.find(k);
-    return it == opt.end() ? d : it->second;
-  }
-  long num(const std::string& k, long d) const {
-    auto it = opt.find(k);
-    if (it == opt.end()) return d;
-    try {
-      size_t used = 0;
-      long v = std::stol(it->second, &used);
-      if (used != it->second.size()) throw 0;
-      return v;
-    } catch (...) {
-      throw Error("option --" + k + " needs an integer, got '" + it->second + "'");
-    }
-  }
-  double real(const std::string& k, double d) const {
-    auto it = opt.find(k);
-    if (it == opt.end()) return d;
-    try {
-      return std::stod(it->second);
-    } catch (...) {
-      throw Error("option --" + k + " needs a number, got '" + it->second + "'");
-    }
-  }
-};
+constexpr long long kMaxTokens = 1 << 30, kMaxThreads = 1024;
 
-Args parse_args(int argc, char** argv) {
-  static const std::map<std::string, std::string> kShort = {
-      {"-m", "model"}, {"-p", "prompt"}, {"-n", "n-predict"}, {"-c", "ctx"}, {"-t", "threads"}, {"-o", "output"},
-      {"-ub", "ubatch-size"}, {"-pg", "pg"}, {"-d", "n-depth"}, {"-r", "repetitions"}};
-  static const char* kFlags[] = {"predict-prefetch", "expert-stats", "help", "verbose", "cpu-q8"};
-  Args a;
-  if (argc < 2) throw Error(std::string("no command given\n") + kUsage);
-  a.cmd = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string s = argv[i];
-    std::string key;
-    if (kShort.count(s)) key = kShort.at(s);
-    else if (s.rfind("--", 0) == 0) key = s.substr(2);
-    else throw Error("unexpected argument '" + s + "' (see vkmoe --help)");
-    auto eq = key.find('=');
-    if (eq != std::string::npos) {
-      a.opt[key.substr(0, eq)] = key.substr(eq + 1);
-      continue;
-    }
-    bool is_flag = false;
-    for (const char* f : kFlags) is_flag |= key == f;
-    if (is_flag) {
-      a.opt[key] = "1";
-      continue;
-    }
-    if (i + 1 >= argc) throw Error("option " + s + " needs a value");
-    a.opt[key] = argv[++i];
-  }
+// The options of each command (see kUsage).
+const std::vector<OptionSpec> kModelOptions = {{"model", "-m"}, {"set"}, {"preset"}};
+const std::vector<OptionSpec> kEngineOptions = {
+    {"ctx", "-c"}, {"ubatch-size", "-ub"}, {"kv-type"}, {"gemm"}, {"backend"}, {"device"}, {"vram-budget"},
+    {"moe-mode"}, {"pin-experts"}, {"predict-prefetch", "", true}, {"expert-stats", "", true},
+    {"cpu-q8", "", true}, {"threads", "-t"}};
+const std::vector<OptionSpec> kRunOptions = {{"prompt", "-p"}, {"n-predict", "-n"}, {"temp"}, {"top-k"},
+                                             {"top-p"}, {"min-p"}, {"repeat-penalty"}, {"seed"}};
+const std::vector<OptionSpec> kBenchOptions = {{"n-prompt", "-p"}, {"n-gen", "-n"}, {"pg", "-pg"},
+                                               {"n-depth", "-d"}, {"repetitions", "-r"}, {"output", "-o"}};
+const std::vector<OptionSpec> kPlanOptions = {{"ctx", "-c"}, {"device"}, {"vram-budget"},
+                                              {"moe-mode"}, {"pin-experts"}, {"capacity-ratio"}};
+const std::vector<OptionSpec> kSynthOptions = {{"output", "-o"}, {"set"}, {"preset"}};
+
+std::vector<OptionSpec> operator+(std::vector<OptionSpec> a, const std::vector<OptionSpec>& b) {
+  a.insert(a.end(), b.begin(), b.end());
   return a;
 }
 
@@ -138,7 +100,7 @@ SynthSpec builtin_spec() {
 // `base`, or --preset, with the --set overrides applied.
 SynthSpec spec_from_args(const Args& a, SynthSpec base) {
   if (a.get("preset") == "qwen3-30b-a3b") base = SynthSpec::qwen3_30b_a3b();
-  else if (a.flag("preset")) throw Error("unknown preset '" + a.get("preset") + "' (qwen3-30b-a3b)");
+  else if (a.has("preset")) throw Error("unknown preset '" + a.get("preset") + "' (qwen3-30b-a3b)");
   apply_synth_overrides(base, a.get("set"));
   return base;
 }
@@ -155,32 +117,33 @@ std::unique_ptr<Model> load_model(const Args& a) {
 }
 
 int context_size(const Args& a, const Model& m) {
-  long ctx = a.num("ctx", 4096);
-  if (ctx <= 0) throw Error("--ctx must be positive");
-  return static_cast<int>(std::min<long>(ctx, m.config().n_ctx_train));
+  return static_cast<int>(std::min<long long>(a.num("ctx", 4096, 1, kMaxTokens), m.config().n_ctx_train));
 }
+
+int device_index(const Args& a) { return static_cast<int>(a.num("device", -1, 0, INT_MAX)); }
+
+// --vram-budget; absent or 0: the device's free memory.
+uint64_t vram_budget(const Args& a) { return a.has("vram-budget") ? parse_size(a.get("vram-budget")) : 0; }
 
 EngineOptions engine_options(const Args& a, const Model& m) {
   EngineOptions o;
   o.backend = a.get("backend", "gpu");
   o.n_ctx = context_size(a, m);
-  o.device = static_cast<int>(a.num("device", -1));
-  o.vram_budget = a.flag("vram-budget") ? parse_size(a.get("vram-budget")) : 0;
+  o.device = device_index(a);
+  o.vram_budget = vram_budget(a);
   o.mode = parse_plan_mode(a.get("moe-mode", "auto"));
-  o.predict_prefetch = a.flag("predict-prefetch");
-  o.expert_stats = a.flag("expert-stats");
-  o.threads = static_cast<int>(a.num("threads", 0));
-  o.cpu_q8 = a.flag("cpu-q8");
-  o.pin_per_layer = static_cast<int>(a.num("pin-experts", 0));
-  const long ubatch = a.num("ubatch-size", o.n_ubatch);
-  if (ubatch < 1) throw Error("-ub/--ubatch-size must be at least 1, got " + std::to_string(ubatch));
-  o.n_ubatch = static_cast<int>(std::min<long>(ubatch, 1L << 20));
+  o.predict_prefetch = a.has("predict-prefetch");
+  o.expert_stats = a.has("expert-stats");
+  o.threads = static_cast<int>(a.num("threads", 0, 1, kMaxThreads));
+  o.cpu_q8 = a.has("cpu-q8");
+  o.pin_per_layer = static_cast<int>(a.num("pin-experts", 0, 0, INT_MAX));
+  o.n_ubatch = static_cast<int>(a.num("ubatch-size", o.n_ubatch, 1, 1 << 20));
   o.kv_type = a.get("kv-type", o.kv_type);
   if (o.kv_type != "f16" && o.kv_type != "f32" && o.kv_type != "q8_0")
     throw Error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
   o.gemm = a.get("gemm", o.gemm);
-  if (o.gemm != "auto" && o.gemm != "tiled" && o.gemm != "int8" && o.gemm != "coopmat")
-    throw Error("--gemm must be auto, tiled, int8 or coopmat, got '" + o.gemm + "'");
+  if (!vk::gemm_path_by_name(o.gemm))
+    throw Error("--gemm must be one of " + std::string(vk::kGemmPathNames) + ", got '" + o.gemm + "'");
   return o;
 }
 
@@ -199,19 +162,19 @@ void print_model(const Model& m) {
 }
 
 int cmd_run(const Args& a) {
+  SamplerParams sp;
+  sp.temperature = static_cast<float>(a.real("temp", 0.0, 0, 1e6));
+  sp.top_k = static_cast<int>(a.num("top-k", 40, 0, INT_MAX));
+  sp.top_p = static_cast<float>(a.real("top-p", 0.95, 0, 1));
+  sp.min_p = static_cast<float>(a.real("min-p", 0.0, 0, 1));
+  sp.repeat_penalty = static_cast<float>(a.real("repeat-penalty", 1.0, 1e-3, 1e3));
+  sp.seed = static_cast<uint64_t>(a.num("seed", 0, 0, LLONG_MAX));
+  Sampler sampler(sp);
+  const std::string prompt = a.get("prompt", "Once upon a time");
+  const long n_predict = static_cast<long>(a.num("n-predict", 32, 0, kMaxTokens));
   auto model = load_model(a);
   auto tok = Tokenizer::from_gguf(model->gguf());
   auto engine = make_engine(*model, engine_options(a, *model));
-  SamplerParams sp;
-  sp.temperature = static_cast<float>(a.real("temp", 0.0));
-  sp.top_k = static_cast<int>(a.num("top-k", 40));
-  sp.top_p = static_cast<float>(a.real("top-p", 0.95));
-  sp.min_p = static_cast<float>(a.real("min-p", 0.0));
-  sp.repeat_penalty = static_cast<float>(a.real("repeat-penalty", 1.0));
-  sp.seed = static_cast<uint64_t>(a.num("seed", 0));
-  Sampler sampler(sp);
-  const std::string prompt = a.get("prompt", "Once upon a time");
-  const long n_predict = a.num("n-predict", 32);
   std::vector<int32_t> ids = tok->encode(prompt, true);
   if (ids.empty()) throw Error("the prompt encodes to no tokens");
   if (static_cast<long>(ids.size()) + n_predict > engine->n_ctx())
@@ -241,22 +204,20 @@ int cmd_run(const Args& a) {
                ids.size() / t_prompt);
   std::fprintf(stderr, "generation: %ld tokens in %.3f s (%.2f tokens/s)\n", generated, t_gen,
                generated > 0 ? generated / t_gen : 0.0);
-  if (a.flag("expert-stats")) std::fprintf(stderr, "%s", engine->stats_report().c_str());
+  if (a.has("expert-stats")) std::fprintf(stderr, "%s", engine->stats_report().c_str());
   return 0;
 }
 
 BenchParams bench_params(const Args& a) {
   BenchParams p;
-  p.n_prompt = parse_int_list("-p/--n-prompt", a.get("n-prompt", a.get("prompt", "512")), 0);
-  p.n_gen = parse_int_list("-n/--n-gen", a.get("n-gen", a.get("n-predict", "128")), 0);
-  p.n_depth = parse_int_list("-d/--n-depth", a.get("n-depth", "0"), 0);
-  if (a.flag("pg")) p.pg.push_back(parse_pg(a.get("pg")));
-  const long reps = a.num("repetitions", p.repetitions);
-  if (reps < 1) throw Error("-r/--repetitions must be at least 1, got " + std::to_string(reps));
-  p.repetitions = static_cast<int>(std::min(reps, 1L << 20));
+  p.n_prompt = parse_int_list(a.label("n-prompt"), a.get("n-prompt", "512"), 0, kMaxBenchTokens);
+  p.n_gen = parse_int_list(a.label("n-gen"), a.get("n-gen", "128"), 0, kMaxBenchTokens);
+  p.n_depth = parse_int_list(a.label("n-depth"), a.get("n-depth", "0"), 0, kMaxBenchTokens);
+  if (a.has("pg")) p.pg.push_back(parse_pg(a.get("pg")));
+  p.repetitions = static_cast<int>(a.num("repetitions", p.repetitions, 1, 1 << 20));
   p.output = parse_bench_output(a.get("output", "md"));
   p.model_path = a.get("model");
-  p.expert_stats = a.flag("expert-stats");
+  p.expert_stats = a.has("expert-stats");
   return p;
 }
 
@@ -264,26 +225,30 @@ int cmd_bench(const Args& a) {
   const BenchParams p = bench_params(a);
   auto model = load_model(a);
   EngineOptions o = engine_options(a, *model);
-  o.n_ctx = bench_context_size(p, a.flag("ctx") ? a.num("ctx", 0) : 0, model->config().n_ctx_train);
+  o.n_ctx = bench_context_size(p, a.num("ctx", 0, 1, kMaxTokens), model->config().n_ctx_train);
   run_bench(*model, o, p);
   return 0;
 }
 
 int cmd_info(const Args& a) {
   std::printf("%s", describe_devices().c_str());
-  if (a.flag("model")) print_model(*load_model(a));
+  if (a.has("model")) print_model(*load_model(a));
   return 0;
 }
 
 int cmd_plan(const Args& a) {
+  const PlanMode mode = parse_plan_mode(a.get("moe-mode", "auto"));
+  const double capacity_ratio = a.real("capacity-ratio", PlanInput().capacity_ratio, 0.01, 1e3);
+  const int pinned = static_cast<int>(a.num("pin-experts", 0, 0, INT_MAX));
+  const int device = device_index(a);
+  uint64_t budget = vram_budget(a);
   auto model = load_model(a);
   print_model(*model);
-  uint64_t budget = a.flag("vram-budget") ? parse_size(a.get("vram-budget"))
-                                          : device_free_vram(static_cast<int>(a.num("device", -1)));
+  if (budget == 0) budget = device_free_vram(device);
   PlanInput in = plan_input_for(*model, context_size(a, *model), budget);
-  in.forced = parse_plan_mode(a.get("moe-mode", "auto"));
-  in.capacity_ratio = a.real("capacity-ratio", in.capacity_ratio);
-  in.pinned_per_layer = static_cast<int>(a.num("pin-experts", 0));
+  in.forced = mode;
+  in.capacity_ratio = capacity_ratio;
+  in.pinned_per_layer = pinned;
   std::printf("%s", format_plan(make_plan(in)).c_str());
   return 0;
 }
@@ -308,17 +273,24 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc >= 2 && !std::strcmp(argv[1], "bench-shaders")) return bench_shaders_main(argc - 1, argv + 1);
-    Args a = parse_args(argc, argv);
-    if (a.flag("help")) {
+    if (argc < 2) throw Error(std::string("no command given\n") + kUsage);
+    const struct {
+      const char* name;
+      std::vector<OptionSpec> options;
+      int (*run)(const Args&);
+    } commands[] = {{"run", kModelOptions + kEngineOptions + kRunOptions, cmd_run},
+                    {"bench", kModelOptions + kEngineOptions + kBenchOptions, cmd_bench},
+                    {"info", {{"model", "-m"}}, cmd_info},
+                    {"plan", kModelOptions + kPlanOptions, cmd_plan},
+                    {"synth", kSynthOptions, cmd_synth}};
+    for (const auto& c : commands) {
+      if (c.name != std::string(argv[1])) continue;
+      const Args a = parse_options(c.name, c.options, argc - 2, argv + 2);
+      if (!a.has("help")) return c.run(a);
       std::printf("%s", kUsage);
       return 0;
     }
-    if (a.cmd == "run") return cmd_run(a);
-    if (a.cmd == "bench") return cmd_bench(a);
-    if (a.cmd == "info") return cmd_info(a);
-    if (a.cmd == "plan") return cmd_plan(a);
-    if (a.cmd == "synth") return cmd_synth(a);
-    throw Error("unknown command '" + a.cmd + "'\n" + kUsage);
+    throw Error("unknown command '" + std::string(argv[1]) + "'\n" + kUsage);
   } catch (const Error& e) {
     std::fprintf(stderr, "vkmoe: error: %s\n", e.what());
     return 1;
