@@ -145,9 +145,7 @@ TEST(GgufRoundTrip, EveryValueType) {
                                 GgufType::UINT64, GgufType::INT64,  GgufType::BOOL};
   std::vector<std::vector<int64_t>> arr_vals;
   for (GgufType t : arr_types) {
-    GgufValue v;
-    v.type = GgufType::ARRAY;
-    v.arr_type = t;
+    std::vector<int64_t> vals;
     size_t n = 1 + rng() % 40;
     for (size_t k = 0; k < n; ++k) {
       int64_t x = static_cast<int64_t>(rng());
@@ -161,20 +159,18 @@ TEST(GgufRoundTrip, EveryValueType) {
         case GgufType::BOOL: x &= 1; break;
         default: break;  // 64-bit: any bit pattern
       }
-      v.arr_int.push_back(x);
+      vals.push_back(x);
     }
-    arr_vals.push_back(v.arr_int);
-    w.add_value(std::string("c.") + gguf_type_name(t), v);
+    arr_vals.push_back(vals);
+    w.add_arr(std::string("c.") + gguf_type_name(t), GgufArray::of_ints(t, vals));
   }
   std::vector<float> af32;
   for (int k = 0; k < 17; ++k)
     af32.push_back(std::ldexp(static_cast<float>(rng() % 2001) - 1000.f, -4));
   w.add_arr_f32("c.float32", af32);
-  GgufValue af64;
-  af64.type = GgufType::ARRAY;
-  af64.arr_type = GgufType::FLOAT64;
-  for (int k = 0; k < 9; ++k) af64.arr_float.push_back(std::normal_distribution<double>()(rng));
-  w.add_value("c.float64", af64);
+  std::vector<double> af64;
+  for (int k = 0; k < 9; ++k) af64.push_back(std::normal_distribution<double>()(rng));
+  w.add_arr("c.float64", GgufArray::of_floats(GgufType::FLOAT64, af64));
   const std::vector<std::string> astr = {rnd_str(3), "", utf8, rnd_str(1 + rng() % 64), ""};
   w.add_arr_str("c.string", astr);
   std::vector<int32_t> ai32 = {static_cast<int32_t>(rng()), -1, 0, INT32_MIN, INT32_MAX};
@@ -212,18 +208,19 @@ TEST(GgufRoundTrip, EveryValueType) {
     const GgufValue* v = f->find(std::string("c.") + gguf_type_name(arr_types[k]));
     ASSERT_NE(v, nullptr);
     EXPECT_TRUE(v->is_array());
-    EXPECT_EQ(v->arr_type, arr_types[k]);
-    EXPECT_EQ(v->arr_int, arr_vals[k]) << gguf_type_name(arr_types[k]);
-    EXPECT_EQ(v->array_size(), arr_vals[k].size());
+    EXPECT_EQ(v->arr.type(), arr_types[k]);
+    EXPECT_EQ(v->arr.ints(), arr_vals[k]) << gguf_type_name(arr_types[k]);
   }
-  const auto& rf32 = f->get_arr_float("c.float32");
+  const std::vector<double> rf32 = f->get_arr_float("c.float32").floats();
   ASSERT_EQ(rf32.size(), af32.size());
   for (size_t k = 0; k < af32.size(); ++k) EXPECT_EQ(rf32[k], af32[k]);
-  EXPECT_EQ(f->get_arr_float("c.float64"), af64.arr_float);
-  EXPECT_EQ(f->get_arr_str("c.string"), astr);
-  EXPECT_EQ(f->get_arr_int("c.i32_helper"), std::vector<int64_t>(ai32.begin(), ai32.end()));
+  EXPECT_EQ(f->get_arr_float("c.float64").floats(), af64);
+  EXPECT_EQ(f->get_arr_str("c.string").strings(), astr);
+  EXPECT_EQ(f->get_arr_str("c.string").str_at(2), utf8);
+  EXPECT_EQ(f->get_arr_int("c.i32_helper").ints(), std::vector<int64_t>(ai32.begin(), ai32.end()));
   EXPECT_EQ(f->get_arr_str("c.empty").size(), 0u);
-  EXPECT_EQ(f->find("c.empty")->array_size(), 0u);
+  EXPECT_THROW(f->get_arr_str("c.string").str_at(astr.size()), Error);
+  EXPECT_THROW(f->get_arr_str("c.string").int_at(0), Error);
   EXPECT_TRUE(f->tensors().empty());
 }
 
@@ -327,7 +324,10 @@ TEST(GgufRoundTrip, HandBuiltVersion2AndNestedArray) {
   auto g = parse(f.b);
   EXPECT_EQ(g->version(), 2u);
   EXPECT_EQ(g->get_int("x.n"), 7);
-  EXPECT_EQ(g->find("x.nested")->arr_type, GgufType::ARRAY);
+  EXPECT_EQ(g->find("x.nested")->arr.type(), GgufType::ARRAY);
+  EXPECT_EQ(g->find("x.nested")->arr.size(), 0u);
+  GgufWriter w;
+  expect_error([&] { w.add_value("x", *g->find("x.nested")); }, {"'x'", "nested"});
   EXPECT_EQ(g->get_str("x.s"), "after");
   EXPECT_EQ(g->data_offset(), data_at);
   const GgufTensor* t = g->tensor("w");
@@ -414,6 +414,9 @@ TEST(GgufReader, RejectsBadHeaders) {
   expect_error([&] { parse({'G', 'G'}); }, {"not a GGUF file"});
   expect_error([&] { parse(with_u64(8, 1ull << 60)); }, {"tensors cannot fit"});
   expect_error([&] { parse(with_u64(16, 1ull << 60)); }, {"metadata entries cannot fit"});
+  auto padded = with_u64(16, 70000);
+  padded.resize(padded.size() + (1 << 20));
+  expect_error([&] { parse(padded); }, {"70000 metadata entries", "at most 65536"});
   expect_error([&] { parse(with_u64(24, 1ull << 62)); }, {"metadata key", "needs"});  // key length
 }
 
@@ -594,12 +597,8 @@ TEST(GgufWriter, RejectsInvalidInput) {
   v.type = GgufType::UINT8;
   v.u = 256;
   expect_error([&] { w.add_value("v", v); }, {"'v'", "does not fit"});
-  v.type = GgufType::ARRAY;
-  v.arr_type = GgufType::INT16;
-  v.arr_int = {1, 40000};
-  expect_error([&] { w.add_value("v", v); }, {"'v'", "40000", "int16"});
-  v.arr_type = GgufType::ARRAY;
-  expect_error([&] { w.add_value("v", v); }, {"'v'", "nested"});
+  expect_error([&] { GgufArray::of_ints(GgufType::INT16, {1, 40000}); }, {"40000", "int16"});
+  expect_error([&] { GgufArray::of_ints(GgufType::FLOAT32, {1}); }, {"float32", "not an integer type"});
   EXPECT_FALSE(parse(w.to_bytes())->has("v"));
 
   const std::string dir_missing = temp_path("gguf_nodir") + "/x.gguf";

@@ -1,16 +1,25 @@
-// Randomized mutation test of the GGUF reader: every mutated file must either
-// parse into a self-consistent result or throw vkmoe::Error.
+// Randomized mutation test of the GGUF reader and everything a parsed file
+// reaches (tests/gguf_pipeline.h): every mutated file must either load or be
+// rejected with vkmoe::Error.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cmath>
 #include <cstring>
 #include <random>
 
 #include "engine/model/gguf.h"
+#include "tests/gguf_pipeline.h"
+#include "tools/synth_model.h"
 
 namespace vkmoe {
 namespace {
+
+// A tiny model (the shapes of the fuzzer's seeds, fuzz/make_corpus.sh).
+SynthSpec tiny_model_spec() {
+  SynthSpec s;
+  apply_synth_overrides(s, "n_layer=1,n_embd=32,n_head=1,n_head_kv=1,head_dim=32,n_ff=32,n_expert=4,n_expert_used=2,"
+                           "n_ff_exp=32,n_ff_shexp=32,n_vocab=512,tied_output=1,quant=Q8_0");
+  return s;
+}
 
 std::vector<uint8_t> seed_file(std::mt19937_64& rng) {
   GgufWriter w;
@@ -22,11 +31,7 @@ std::vector<uint8_t> seed_file(std::mt19937_64& rng) {
   w.add_arr_str("tokenizer.ggml.tokens", {"a", "", "\xE2\x96\x81the"});
   w.add_arr_f32("scores", {0.5f, -1.f});
   w.add_arr_i32("types", {1, 2, 3});
-  GgufValue v;
-  v.type = GgufType::ARRAY;
-  v.arr_type = GgufType::UINT8;
-  v.arr_int = {0, 255};
-  w.add_value("bytes", v);
+  w.add_arr("bytes", GgufArray::of_ints(GgufType::UINT8, {0, 255}));
   auto random_data = [&](size_t n) {
     std::vector<uint8_t> d(n);
     for (auto& b : d) b = static_cast<uint8_t>(rng());
@@ -120,107 +125,75 @@ void mutate(std::vector<uint8_t>& b, std::mt19937_64& rng, size_t header_end) {
   }
 }
 
-bool same_number(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
-
-// A successful parse must be internally consistent, and writing it back out
-// must give a file that parses to the same values and bytes.
-void check_consistent(const GgufFile& f) {
-  const uint64_t a = f.alignment();
-  ASSERT_TRUE(a != 0 && (a & (a - 1)) == 0);
-  ASSERT_EQ(f.data_offset() % a, 0u);
-  ASSERT_TRUE(f.version() == 2 || f.version() == 3);
-  for (const auto& k : f.keys()) {
-    const GgufValue* v = f.find(k);
-    ASSERT_NE(v, nullptr) << k;
-    if (v->is_array() && v->arr_type == GgufType::STRING) {
-      ASSERT_EQ(v->array_size(), v->arr_str.size());
-    }
-  }
-  for (const auto& t : f.tensors()) {
-    ASSERT_EQ(f.tensor(t.name), &t);
-    ASSERT_TRUE(t.ne.size() >= 1 && t.ne.size() <= 4);
-    for (int64_t d : t.ne) ASSERT_GT(d, 0);
-    ASSERT_EQ(t.offset % a, 0u);
-    ASSERT_GT(t.nbytes, 0u);
-    ASSERT_EQ(t.nbytes, row_bytes(t.type, t.ne[0]) * static_cast<size_t>(t.nrows()));
-    ASSERT_GE(t.data, f.base() + f.data_offset());
-    ASSERT_LE(t.data + t.nbytes, f.base() + f.file_size());
-  }
-
-  if (a > 65536) return;  // rewriting would pad to a huge alignment
-  GgufWriter w(a);
-  for (const auto& k : f.keys()) {
-    const GgufValue& v = *f.find(k);
-    if (k == "general.alignment" && a != 32) continue;            // the writer adds its own
-    if (v.is_array() && v.arr_type == GgufType::ARRAY) continue;  // not writable
-    w.add_value(k, v);
-  }
-  for (const auto& t : f.tensors())
-    w.add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(t.data, t.data + t.nbytes));
-  auto g = GgufFile::from_memory(w.to_bytes(), "rewritten");
-  ASSERT_EQ(g->tensors().size(), f.tensors().size());
-  for (size_t k = 0; k < f.tensors().size(); ++k) {
-    const GgufTensor& x = f.tensors()[k];
-    const GgufTensor& y = g->tensors()[k];
-    ASSERT_EQ(x.name, y.name);
-    ASSERT_EQ(x.ne, y.ne);
-    ASSERT_EQ(x.type, y.type);
-    ASSERT_EQ(std::memcmp(x.data, y.data, x.nbytes), 0);
-  }
-  for (const auto& k : f.keys()) {
-    const GgufValue& x = *f.find(k);
-    const GgufValue* y = g->find(k);
-    if (k == "general.alignment" || (x.is_array() && x.arr_type == GgufType::ARRAY)) continue;
-    ASSERT_NE(y, nullptr) << k;
-    ASSERT_EQ(x.type, y->type) << k;
-    ASSERT_EQ(x.arr_type == y->arr_type || !x.is_array(), true) << k;
-    ASSERT_EQ(x.i, y->i) << k;
-    ASSERT_EQ(x.u, y->u) << k;
-    ASSERT_EQ(x.b, y->b) << k;
-    ASSERT_EQ(x.s, y->s) << k;
-    ASSERT_TRUE(same_number(x.f, y->f)) << k;
-    ASSERT_EQ(x.arr_int, y->arr_int) << k;
-    ASSERT_EQ(x.arr_str, y->arr_str) << k;
-    ASSERT_EQ(x.arr_float.size(), y->arr_float.size()) << k;
-    for (size_t e = 0; e < x.arr_float.size(); ++e)
-      ASSERT_TRUE(same_number(x.arr_float[e], y->arr_float[e])) << k;
-  }
-}
-
-TEST(GgufFuzz, RandomMutationsParseOrThrowError) {
-  const uint64_t seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  std::mt19937_64 rng(seed);
-  const std::vector<uint8_t> base = seed_file(rng);
+// Mutates `base` `iterations` times: every mutant must parse into a consistent
+// file and go through load_parsed(), or be rejected with a one-line Error.
+struct Outcome {
+  int parsed = 0, rejected = 0, tokenizer = 0, model = 0, planned = 0;
+};
+Outcome run_mutations(const std::vector<uint8_t>& base, int iterations, std::mt19937_64& rng) {
   const size_t header_end = GgufFile::from_memory(base)->data_offset();
-
-  const int kIterations = 50000;
-  const auto t0 = std::chrono::steady_clock::now();
-  int parsed = 0, rejected = 0;
-  for (int it = 0; it < kIterations; ++it) {
+  Outcome o;
+  for (int it = 0; it < iterations; ++it) {
     std::vector<uint8_t> b = base;
     const int n_mut = 1 + static_cast<int>(rng() % 4);
     for (int m = 0; m < n_mut; ++m) mutate(b, rng, header_end);
+    std::unique_ptr<GgufFile> f;
     try {
-      auto f = GgufFile::from_memory(b, "mutant");
-      ++parsed;
-      check_consistent(*f);
-      if (::testing::Test::HasFatalFailure()) FAIL() << "inconsistent parse at iteration " << it;
+      f = GgufFile::from_memory(std::move(b), "mutant");
     } catch (const Error& e) {
-      ++rejected;
+      ++o.rejected;
       const std::string msg = e.what();
-      ASSERT_EQ(msg.rfind("mutant: ", 0), 0u) << "iteration " << it << ": " << msg;
-      ASSERT_EQ(msg.find('\n'), std::string::npos) << msg;
+      EXPECT_EQ(msg.rfind("mutant: ", 0), 0u) << "iteration " << it << ": " << msg;
+      EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      continue;
     } catch (const std::exception& e) {
-      FAIL() << "iteration " << it << ": non-Error exception: " << e.what();
+      ADD_FAILURE() << "iteration " << it << ": non-Error exception from the parser: " << e.what();
+      return o;
+    }
+    ++o.parsed;
+    try {
+      test::check_parsed(*f);
+      const test::Reach r = test::load_parsed(std::move(f));
+      o.tokenizer += r.tokenizer;
+      o.model += r.model;
+      o.planned += r.planned;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "iteration " << it << ": " << e.what();
+      return o;
     }
   }
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("GgufFuzz: %d mutants parsed, %d rejected in %.2f s (seed %llu)\n", parsed, rejected,
-              secs, static_cast<unsigned long long>(seed));
+  return o;
+}
+
+uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
+
+TEST(GgufFuzz, RandomMutationsParseOrThrowError) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const int kIterations = 50000;
+  const Outcome o = run_mutations(seed_file(rng), kIterations, rng);
+  std::printf("GgufFuzz: %d mutants parsed, %d rejected (seed %llu)\n", o.parsed, o.rejected,
+              static_cast<unsigned long long>(seed));
   // The mutations must exercise both outcomes.
-  EXPECT_GT(parsed, kIterations / 50);
-  EXPECT_GT(rejected, kIterations / 4);
+  EXPECT_GT(o.parsed, kIterations / 50);
+  EXPECT_GT(o.rejected, kIterations / 4);
+}
+
+// A whole (tiny) model: mutants also reach the tokenizer, the model checks and the planner.
+TEST(GgufFuzz, MutatedModelsLoadOrThrowError) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  const std::vector<uint8_t> base = synth_model_bytes(tiny_model_spec());
+  ASSERT_TRUE(test::load_parsed(GgufFile::from_memory(base)).planned);
+  const int kIterations = 20000;
+  const Outcome o = run_mutations(base, kIterations, rng);
+  std::printf("GgufFuzz: %d model mutants parsed (%d tokenizers, %d models, %d plans), %d rejected (seed %llu)\n",
+              o.parsed, o.tokenizer, o.model, o.planned, o.rejected, static_cast<unsigned long long>(seed));
+  EXPECT_GT(o.tokenizer, kIterations / 100);
+  EXPECT_GT(o.planned, kIterations / 100);
+  EXPECT_GT(o.rejected, kIterations / 10);
 }
 
 }  // namespace

@@ -177,7 +177,7 @@ TEST(TokenizerSpm, SpecialTokensAndBos) {
   EXPECT_THROW(tok.piece(-1), Error);
 }
 
-VocabData tiny_bpe(std::vector<std::string> merges) {
+VocabData tiny_bpe(StringList merges) {
   VocabData v;
   v.kind = TokenizerKind::Bpe;
   for (int b = 0; b < 256; ++b) v.tokens.push_back(bpe_byte_to_unicode(static_cast<uint8_t>(b)));
@@ -284,7 +284,7 @@ TEST(TokenizerSynth, VocabulariesAreExactAndConsistent) {
       const VocabData v = make_synth_vocab(kind, n);
       ASSERT_EQ(v.tokens.size(), static_cast<size_t>(n));
       ASSERT_EQ(v.token_types.size(), static_cast<size_t>(n));
-      const std::unordered_set<std::string> unique(v.tokens.begin(), v.tokens.end());
+      const std::unordered_set<std::string_view> unique(v.tokens.begin(), v.tokens.end());
       EXPECT_EQ(unique.size(), v.tokens.size()) << "duplicate tokens";
       EXPECT_TRUE(v.bos >= 0 && v.eos >= 0 && v.bos != v.eos);
       if (kind == TokenizerKind::Bpe) {
@@ -294,12 +294,11 @@ TEST(TokenizerSynth, VocabulariesAreExactAndConsistent) {
         EXPECT_EQ(v.tokens[n - 1], "<|im_end|>");
         EXPECT_EQ(v.eos, n - 1);
         EXPECT_GE(v.merges.size(), static_cast<size_t>(n - 259));
-        for (const std::string& m : v.merges) {  // both halves and the result are tokens
+        for (std::string_view m : v.merges) {  // both halves and the result are tokens
           const size_t sp = m.find(' ', 1);
           ASSERT_NE(sp, std::string::npos);
-          ASSERT_TRUE(unique.count(m.substr(0, sp)) && unique.count(m.substr(sp + 1)) &&
-                      unique.count(m.substr(0, sp) + m.substr(sp + 1)))
-              << m;
+          const std::string joined = std::string(m.substr(0, sp)) + std::string(m.substr(sp + 1));
+          ASSERT_TRUE(unique.count(m.substr(0, sp)) && unique.count(m.substr(sp + 1)) && unique.count(joined)) << m;
         }
       } else {
         ASSERT_EQ(v.scores.size(), static_cast<size_t>(n));

@@ -1,8 +1,10 @@
 #pragma once
-// Helpers shared by the forward-pass tests.
+// Helpers shared by the tests.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,17 @@ inline std::unique_ptr<Model> synth(const std::string& overrides, uint64_t seed)
   s.seed = seed;
   apply_synth_overrides(s, overrides);
   return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + overrides));
+}
+
+// The GGUF file `bytes` without the keys and tensors named in `drop`, plus
+// whatever `add` writes (e.g. replacement values for dropped keys).
+inline std::vector<uint8_t> rewrite_gguf(const std::vector<uint8_t>& bytes, const std::set<std::string>& drop,
+                                         const std::function<void(GgufWriter&)>& add = {}) {
+  const auto f = GgufFile::from_memory(bytes);
+  GgufWriter w(f->alignment());
+  w.add_all(*f, [&](const std::string& name) { return !drop.count(name); });
+  if (add) add(w);
+  return w.to_bytes();
 }
 
 // max |a - b| relative to max |b|.

@@ -222,7 +222,8 @@ int main(int argc, char** argv) {
   std::vector<int> thread_counts = {1};
   if (pool_size > 1) thread_counts.push_back(pool_size);
   for (GgmlType t : types) {
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{kFf, kEmbd}, {kEmbd, kFf}}) {
+    for (const auto& shape : {std::pair<int64_t, int64_t>{kFf, kEmbd}, {kEmbd, kFf}}) {
+      const int64_t rows = shape.first, cols = shape.second;  // lambdas cannot capture bindings in clang 14
       for (int threads : thread_counts) {
         const std::string name = std::string("matvec/") + type_name(t) + "/" + std::to_string(rows) + "x" +
                                  std::to_string(cols) + "/threads:" + std::to_string(threads);
@@ -233,7 +234,8 @@ int main(int argc, char** argv) {
     }
   }
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0}) {
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{kFf, kEmbd}, {kEmbd, kFf}}) {
+    for (const auto& shape : {std::pair<int64_t, int64_t>{kFf, kEmbd}, {kEmbd, kFf}}) {
+      const int64_t rows = shape.first, cols = shape.second;  // lambdas cannot capture bindings in clang 14
       for (int threads : thread_counts) {
         const std::string name = std::string("matvec_f32/") + type_name(t) + "/" + std::to_string(rows) + "x" +
                                  std::to_string(cols) + "/threads:" + std::to_string(threads);
@@ -244,7 +246,8 @@ int main(int argc, char** argv) {
     }
   }
   const std::pair<GgmlType, GgmlType> ffn_types[] = {{GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::Q8_0, GgmlType::Q8_0}};
-  for (auto [gu, dn] : ffn_types) {
+  for (const auto& types : ffn_types) {
+    const GgmlType gu = types.first, dn = types.second;
     for (int threads : thread_counts) {
       const std::string name = std::string("moe_ffn_cpu/8x") + std::to_string(kEmbd) + "x" + std::to_string(kFf) + "/" +
                                type_name(gu) + "+" + type_name(dn) + "/threads:" + std::to_string(threads);

@@ -117,7 +117,7 @@ VocabData make_bpe(int n_vocab) {
     const size_t to = b.v.tokens.size();
     for (size_t id = from; id < to && !b.full(); ++id)
       for (char c = 'a'; c <= 'z' && !b.full(); ++c) {
-        const std::string left = b.v.tokens[id];
+        const std::string left(b.v.tokens[id]);
         const std::string& right = bpe_byte_to_unicode(static_cast<uint8_t>(c));
         if (b.add(left + right, 0.f, kTokNormal)) b.v.merges.push_back(left + " " + right);
       }
@@ -178,7 +178,7 @@ VocabData make_spm(int n_vocab) {
     const size_t to = b.v.tokens.size();
     for (size_t id = from; id < to && !b.full(); ++id)
       for (char c = 'a'; c <= 'z' && !b.full(); ++c)
-        if (b.add(b.v.tokens[id] + c, score, kTokNormal)) score -= 1.f;
+        if (b.add(std::string(b.v.tokens[id]) + c, score, kTokNormal)) score -= 1.f;
     from = b.v.tokens.size() == to ? 259 : to;
   }
   VocabData v = std::move(b.v);

@@ -1,15 +1,19 @@
 #include "engine/model/gguf.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 namespace vkmoe {
 
@@ -17,24 +21,6 @@ namespace {
 
 constexpr uint32_t kGgufMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint64_t kDefaultAlignment = 32;
-
-// A name safe to quote in a one-line message: control bytes escaped, long names cut.
-std::string printable(const std::string& name) {
-  constexpr size_t kMax = 96;
-  std::string out;
-  for (size_t k = 0; k < name.size() && k < kMax; ++k) {
-    unsigned char ch = static_cast<unsigned char>(name[k]);
-    if (ch < 0x20 || ch == 0x7F || ch == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", ch);
-      out += buf;
-    } else {
-      out += static_cast<char>(ch);
-    }
-  }
-  if (name.size() > kMax) out += "...";
-  return out;
-}
 
 bool is_power_of_two(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
@@ -112,6 +98,7 @@ class Cursor {
   [[noreturn]] void fail(const std::string& what) const { throw Error(path_ + ": " + what); }
 
   size_t pos() const { return pos_; }
+  const uint8_t* here() const { return p_ + pos_; }
   size_t remaining() const { return n_ - pos_; }
 
   void need(uint64_t bytes, const char* what) const {
@@ -216,39 +203,46 @@ uint64_t read_array_count(Cursor& c, GgufType elem, const std::string& key) {
   return count;
 }
 
-void read_array(Cursor& c, GgufValue& v, const std::string& key) {
-  v.type = GgufType::ARRAY;
-  v.arr_type = read_value_type(c, key, "array element type");
-  const uint64_t count = read_array_count(c, v.arr_type, key);
-  const GgufType t = v.arr_type;
-  if (t == GgufType::ARRAY) {
-    // Arrays of arrays are bounds-checked and skipped; nothing is stored.
-    for (uint64_t k = 0; k < count; ++k) {
+// Checks an array's encoded elements and returns where they are; nothing is copied.
+struct ArraySpan {
+  GgufType type;
+  uint64_t count = 0;
+  const uint8_t* data = nullptr;
+  size_t nbytes = 0;
+};
+ArraySpan read_array(Cursor& c, const std::string& key) {
+  ArraySpan a{read_value_type(c, key, "array element type")};
+  a.count = read_array_count(c, a.type, key);
+  if (a.type == GgufType::ARRAY) {
+    // Arrays of arrays are bounds-checked and skipped; nothing is kept.
+    for (uint64_t k = 0; k < a.count; ++k) {
       GgufType inner = read_value_type(c, key, "nested array element type");
       skip_inner_array(c, inner, read_array_count(c, inner, key), key);
     }
-    return;
+    a.count = 0;
+    return a;
   }
-  if (t == GgufType::STRING) {
-    v.arr_str.reserve(count);
-    for (uint64_t k = 0; k < count; ++k) v.arr_str.push_back(c.read_str("array string"));
-    return;
-  }
-  GgufValue elem;
-  if (is_float(t)) {
-    v.arr_float.reserve(count);
-    for (uint64_t k = 0; k < count; ++k) {
-      read_scalar(c, t, elem, key);
-      v.arr_float.push_back(elem.f);
-    }
+  a.data = c.here();
+  const size_t start = c.pos();
+  if (a.type == GgufType::STRING) {
+    for (uint64_t k = 0; k < a.count; ++k) c.skip_str("array string");
   } else {
-    v.arr_int.reserve(count);
-    for (uint64_t k = 0; k < count; ++k) {
-      read_scalar(c, t, elem, key);
-      // UINT64 elements keep their bit pattern.
-      v.arr_int.push_back(t == GgufType::UINT64 ? static_cast<int64_t>(elem.u) : elem.i);
-    }
+    c.skip(a.count * scalar_size(a.type), "array");  // count <= remaining / size: no overflow
+    if (a.type == GgufType::BOOL)
+      for (uint64_t k = 0; k < a.count; ++k)
+        if (a.data[k] > 1)
+          c.fail("key '" + printable(key) + "': bool value " + std::to_string(a.data[k]) +
+                 " is neither 0 nor 1");
   }
+  a.nbytes = c.pos() - start;
+  return a;
+}
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 }  // namespace
@@ -272,12 +266,78 @@ const char* gguf_type_name(GgufType t) {
   return "unknown";
 }
 
-size_t GgufValue::array_size() const {
-  if (!is_array()) return 0;
-  if (arr_type == GgufType::STRING) return arr_str.size();
-  if (is_float(arr_type)) return arr_float.size();
-  if (arr_type == GgufType::ARRAY) return 0;
-  return arr_int.size();
+GgufArray GgufArray::owning(GgufType t, size_t n, std::vector<uint8_t> bytes) {
+  GgufArray a;
+  a.type_ = t;
+  a.n_ = n;
+  a.owned_ = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  a.data_ = a.owned_->data();
+  a.nbytes_ = a.owned_->size();
+  a.index_strings();
+  return a;
+}
+
+void GgufArray::index_strings() {
+  if (type_ != GgufType::STRING) return;
+  str_off_.resize(n_);
+  uint64_t off = 0;
+  for (size_t k = 0; k < n_; ++k) {
+    str_off_[k] = off;
+    off += 8 + load<uint64_t>(data_ + off);
+  }
+}
+
+namespace {
+[[noreturn]] void array_misuse(GgufType t, size_t i, size_t n, const char* as) {
+  if (i >= n)
+    throw Error("array index " + std::to_string(i) + " out of range (" + std::to_string(n) + " elements)");
+  throw Error(std::string("array of ") + gguf_type_name(t) + " read as " + as);
+}
+}  // namespace
+
+int64_t GgufArray::int_at(size_t i) const {
+  if (i >= n_) array_misuse(type_, i, n_, "integers");
+  const uint8_t* p = data_ + i * scalar_size(type_);
+  switch (type_) {
+    case GgufType::UINT8:
+    case GgufType::BOOL: return *p;
+    case GgufType::INT8: return static_cast<int8_t>(*p);
+    case GgufType::UINT16: return load<uint16_t>(p);
+    case GgufType::INT16: return load<int16_t>(p);
+    case GgufType::UINT32: return load<uint32_t>(p);
+    case GgufType::INT32: return load<int32_t>(p);
+    case GgufType::UINT64: return static_cast<int64_t>(load<uint64_t>(p));
+    case GgufType::INT64: return load<int64_t>(p);
+    default: array_misuse(type_, i, n_, "integers");
+  }
+}
+
+double GgufArray::float_at(size_t i) const {
+  if (i < n_ && type_ == GgufType::FLOAT32) return load<float>(data_ + i * 4);
+  if (i < n_ && type_ == GgufType::FLOAT64) return load<double>(data_ + i * 8);
+  array_misuse(type_, i, n_, "floats");
+}
+
+std::string_view GgufArray::str_at(size_t i) const {
+  if (i >= n_ || type_ != GgufType::STRING) array_misuse(type_, i, n_, "strings");
+  const uint8_t* p = data_ + str_off_[i];
+  return {reinterpret_cast<const char*>(p + 8), static_cast<size_t>(load<uint64_t>(p))};
+}
+
+std::vector<int64_t> GgufArray::ints() const {
+  std::vector<int64_t> v(n_);
+  for (size_t k = 0; k < n_; ++k) v[k] = int_at(k);
+  return v;
+}
+std::vector<double> GgufArray::floats() const {
+  std::vector<double> v(n_);
+  for (size_t k = 0; k < n_; ++k) v[k] = float_at(k);
+  return v;
+}
+std::vector<std::string> GgufArray::strings() const {
+  std::vector<std::string> v(n_);
+  for (size_t k = 0; k < n_; ++k) v[k] = str_at(k);
+  return v;
 }
 
 int64_t GgufTensor::nelements() const {
@@ -292,12 +352,75 @@ int64_t GgufTensor::nrows() const {
   return n;
 }
 
+// ---------------------------------------------------------------- SIGBUS
+
+namespace {
+
+// Mapped model files, read by the SIGBUS handler: a fault inside one means
+// the file shrank under the mapping. Slots are claimed under a mutex and
+// published through `begin`, which the handler reads without locking.
+struct WatchedMapping {
+  std::atomic<const uint8_t*> begin{nullptr};
+  size_t size = 0;
+  char msg[400];
+  size_t msg_len = 0;
+};
+WatchedMapping g_mappings[64];
+std::mutex g_mappings_mutex;
+struct sigaction g_prev_sigbus;
+
+void on_sigbus(int, siginfo_t* info, void*) {
+  const auto* addr = static_cast<const uint8_t*>(info->si_addr);
+  for (WatchedMapping& m : g_mappings) {
+    const uint8_t* b = m.begin.load(std::memory_order_acquire);
+    if (b && addr >= b && addr < b + m.size) {
+      (void)!::write(STDERR_FILENO, m.msg, m.msg_len);
+      _exit(1);
+    }
+  }
+  sigaction(SIGBUS, &g_prev_sigbus, nullptr);  // not ours: the fault repeats under the old handler
+}
+
+// Returns the slot watching [base, base + size), or -1 when all are taken.
+int watch_mapping(const uint8_t* base, size_t size, const std::string& path) {
+  std::lock_guard<std::mutex> lock(g_mappings_mutex);
+  static const bool installed = [] {
+    struct sigaction sa = {};
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGBUS, &sa, &g_prev_sigbus) == 0;
+  }();
+  if (!installed) return -1;
+  for (int k = 0; k < static_cast<int>(std::size(g_mappings)); ++k) {
+    WatchedMapping& m = g_mappings[k];
+    if (m.begin.load(std::memory_order_relaxed)) continue;
+    m.size = size;
+    const int n = std::snprintf(m.msg, sizeof m.msg,
+                                "vkmoe: error: model file %s was truncated or changed while in use\n",
+                                printable(path).c_str());
+    m.msg_len = std::min(static_cast<size_t>(std::max(n, 0)), sizeof m.msg - 1);
+    m.begin.store(base, std::memory_order_release);
+    return k;
+  }
+  return -1;
+}
+
+void unwatch_mapping(int slot) {
+  if (slot < 0) return;
+  std::lock_guard<std::mutex> lock(g_mappings_mutex);
+  g_mappings[slot].begin.store(nullptr, std::memory_order_release);
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------- reader
 
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->path_ = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore it).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) throw Error(path + ": cannot open: " + std::strerror(errno));
   struct FdCloser {
     int fd;
@@ -312,6 +435,7 @@ std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   if (m != MAP_FAILED) {
     f->map_ = m;
     f->base_ = static_cast<const uint8_t*>(m);
+    f->map_slot_ = watch_mapping(f->base_, size, path);
   } else {
     // Fallback: read the whole file into memory.
     f->owned_.resize(size);
@@ -342,7 +466,9 @@ std::unique_ptr<GgufFile> GgufFile::from_memory(std::vector<uint8_t> bytes,
 }
 
 GgufFile::~GgufFile() {
-  if (map_) munmap(map_, size_);
+  if (!map_) return;
+  unwatch_mapping(map_slot_);
+  munmap(map_, size_);
 }
 
 void GgufFile::parse() {
@@ -373,6 +499,11 @@ void GgufFile::parse() {
   if (n_kv > c.remaining() / 13)
     c.fail("corrupt header: " + std::to_string(n_kv) +
            " metadata entries cannot fit in a file of " + std::to_string(size_) + " bytes");
+  // Real models have a few dozen keys; the cap bounds what parsed entries cost.
+  constexpr uint64_t kMaxKeys = 1 << 16;
+  if (n_kv > kMaxKeys)
+    c.fail("corrupt header: " + std::to_string(n_kv) + " metadata entries (at most " +
+           std::to_string(kMaxKeys) + " are supported)");
   if (n_tensors > c.remaining() / 32)
     c.fail("corrupt header: " + std::to_string(n_tensors) + " tensors cannot fit in a file of " +
            std::to_string(size_) + " bytes");
@@ -383,10 +514,17 @@ void GgufFile::parse() {
     if (kv_.count(key)) c.fail("duplicate metadata key '" + printable(key) + "'");
     GgufType t = read_value_type(c, key, "value type");
     GgufValue v;
-    if (t == GgufType::ARRAY)
-      read_array(c, v, key);
-    else
+    if (t == GgufType::ARRAY) {
+      const ArraySpan a = read_array(c, key);
+      v.type = GgufType::ARRAY;
+      v.arr.type_ = a.type;
+      v.arr.n_ = a.count;
+      v.arr.data_ = a.data;
+      v.arr.nbytes_ = a.nbytes;
+      v.arr.index_strings();
+    } else {
       read_scalar(c, t, v, key);
+    }
     key_order_.push_back(key);
     kv_.emplace(std::move(key), std::move(v));
   }
@@ -482,7 +620,7 @@ namespace {
 [[noreturn]] void type_error(const std::string& path, const std::string& key, const GgufValue& v,
                              const char* expected) {
   std::string got = gguf_type_name(v.type);
-  if (v.is_array()) got = std::string("array of ") + gguf_type_name(v.arr_type);
+  if (v.is_array()) got = std::string("array of ") + gguf_type_name(v.arr.type());
   throw Error(path + ": metadata key '" + printable(key) + "' has type " + got + ", expected " +
               expected);
 }
@@ -537,22 +675,22 @@ std::string GgufFile::get_str_or(const std::string& key, const std::string& fall
   return has(key) ? get_str(key) : fallback;
 }
 
-const std::vector<std::string>& GgufFile::get_arr_str(const std::string& key) const {
+const GgufArray& GgufFile::get_arr_str(const std::string& key) const {
   const GgufValue& v = require(path_, find(key), key);
-  if (!v.is_array() || v.arr_type != GgufType::STRING) type_error(path_, key, v, "array of string");
-  return v.arr_str;
+  if (!v.is_array() || v.arr.type() != GgufType::STRING) type_error(path_, key, v, "array of string");
+  return v.arr;
 }
 
-const std::vector<double>& GgufFile::get_arr_float(const std::string& key) const {
+const GgufArray& GgufFile::get_arr_float(const std::string& key) const {
   const GgufValue& v = require(path_, find(key), key);
-  if (!v.is_array() || !is_float(v.arr_type)) type_error(path_, key, v, "array of float");
-  return v.arr_float;
+  if (!v.is_array() || !is_float(v.arr.type())) type_error(path_, key, v, "array of float");
+  return v.arr;
 }
 
-const std::vector<int64_t>& GgufFile::get_arr_int(const std::string& key) const {
+const GgufArray& GgufFile::get_arr_int(const std::string& key) const {
   const GgufValue& v = require(path_, find(key), key);
-  if (!v.is_array() || !is_int(v.arr_type)) type_error(path_, key, v, "array of integer");
-  return v.arr_int;
+  if (!v.is_array() || !is_int(v.arr.type())) type_error(path_, key, v, "array of integer");
+  return v.arr;
 }
 
 // ---------------------------------------------------------------- writer
@@ -573,15 +711,16 @@ class ByteSink {
   }
 };
 
-[[noreturn]] void writer_fail(const std::string& key, const std::string& what) {
-  throw Error("GGUF writer: key '" + printable(key) + "': " + what);
+// `where` names the value in messages: "GGUF writer: key 'k'" or "GGUF array".
+[[noreturn]] void fail_at(const std::string& where, const std::string& what) {
+  throw Error(where + ": " + what);
 }
+std::string key_where(const std::string& key) { return "GGUF writer: key '" + printable(key) + "'"; }
 
 // Range-checks v for integer type t and appends its encoding.
-void put_int(ByteSink& out, GgufType t, int64_t v, const std::string& key) {
+void put_int(ByteSink& out, GgufType t, int64_t v, const std::string& where) {
   auto check = [&](int64_t lo, int64_t hi) {
-    if (v < lo || v > hi)
-      writer_fail(key, std::to_string(v) + " does not fit in " + gguf_type_name(t));
+    if (v < lo || v > hi) fail_at(where, std::to_string(v) + " does not fit in " + gguf_type_name(t));
   };
   switch (t) {
     case GgufType::UINT8:
@@ -614,12 +753,13 @@ void put_int(ByteSink& out, GgufType t, int64_t v, const std::string& key) {
       check(0, 1);
       out.put<uint8_t>(static_cast<uint8_t>(v));
       break;
-    default: writer_fail(key, "internal: not an integer type");
+    default: fail_at(where, std::string(gguf_type_name(t)) + " is not an integer type");
   }
 }
 
 void put_value(ByteSink& out, const std::string& key, const GgufValue& v) {
-  if (!is_valid_value_type(static_cast<uint32_t>(v.type))) writer_fail(key, "invalid value type");
+  const std::string where = key_where(key);
+  if (!is_valid_value_type(static_cast<uint32_t>(v.type))) fail_at(where, "invalid value type");
   out.put<uint32_t>(static_cast<uint32_t>(v.type));
   switch (v.type) {
     case GgufType::STRING: out.put_str(v.s); return;
@@ -631,36 +771,39 @@ void put_value(ByteSink& out, const std::string& key, const GgufValue& v) {
     default:
       if (is_unsigned_int(v.type)) {
         if (v.u > UINT32_MAX)
-          writer_fail(key, std::to_string(v.u) + " does not fit in " + gguf_type_name(v.type));
-        put_int(out, v.type, static_cast<int64_t>(v.u), key);
+          fail_at(where, std::to_string(v.u) + " does not fit in " + gguf_type_name(v.type));
+        put_int(out, v.type, static_cast<int64_t>(v.u), where);
       } else {
-        put_int(out, v.type, v.i, key);
+        put_int(out, v.type, v.i, where);
       }
       return;
   }
-  const GgufType t = v.arr_type;
-  if (!is_valid_value_type(static_cast<uint32_t>(t)))
-    writer_fail(key, "invalid array element type");
-  if (t == GgufType::ARRAY) writer_fail(key, "nested arrays cannot be written");
-  out.put<uint32_t>(static_cast<uint32_t>(t));
-  if (t == GgufType::STRING) {
-    out.put<uint64_t>(v.arr_str.size());
-    for (const auto& s : v.arr_str) out.put_str(s);
-  } else if (is_float(t)) {
-    out.put<uint64_t>(v.arr_float.size());
-    for (double x : v.arr_float) {
-      if (t == GgufType::FLOAT32)
-        out.put<float>(static_cast<float>(x));
-      else
-        out.put<double>(x);
-    }
-  } else {
-    out.put<uint64_t>(v.arr_int.size());
-    for (int64_t x : v.arr_int) put_int(out, t, x, key);
-  }
+  const GgufArray& a = v.arr;
+  if (a.type() == GgufType::ARRAY) fail_at(where, "nested arrays cannot be written");
+  out.put<uint32_t>(static_cast<uint32_t>(a.type()));
+  out.put<uint64_t>(a.size());
+  if (a.nbytes()) out.bytes.insert(out.bytes.end(), a.data(), a.data() + a.nbytes());
 }
 
 }  // namespace
+
+GgufArray GgufArray::of_ints(GgufType t, const std::vector<int64_t>& v) {
+  ByteSink out;
+  for (int64_t x : v) put_int(out, t, x, "GGUF array");
+  return owning(t, v.size(), std::move(out.bytes));
+}
+
+GgufArray GgufArray::of_floats(GgufType t, const std::vector<double>& v) {
+  if (!is_float(t)) fail_at("GGUF array", std::string(gguf_type_name(t)) + " is not a float type");
+  ByteSink out;
+  for (double x : v) {
+    if (t == GgufType::FLOAT32)
+      out.put<float>(static_cast<float>(x));
+    else
+      out.put<double>(x);
+  }
+  return owning(t, v.size(), std::move(out.bytes));
+}
 
 GgufWriter::GgufWriter(uint64_t alignment) : alignment_(alignment) {
   if (!is_power_of_two(alignment) || alignment > UINT32_MAX)
@@ -671,10 +814,10 @@ GgufWriter::GgufWriter(uint64_t alignment) : alignment_(alignment) {
 
 void GgufWriter::add_value(const std::string& key, const GgufValue& v) {
   for (const auto& kv : kv_)
-    if (kv.first == key) writer_fail(key, "duplicate key");
-  ByteSink probe;  // validates now so errors point at the caller
-  put_value(probe, key, v);
-  kv_.emplace_back(key, v);
+    if (kv.first == key) fail_at(key_where(key), "duplicate key");
+  ByteSink out;  // encoded now: errors point at the caller, and arrays need not outlive this call
+  put_value(out, key, v);
+  kv_.emplace_back(key, std::move(out.bytes));
 }
 
 void GgufWriter::add_u32(const std::string& key, uint32_t v) {
@@ -715,26 +858,28 @@ void GgufWriter::add_str(const std::string& key, const std::string& v) {
   x.s = v;
   add_value(key, x);
 }
-void GgufWriter::add_arr_str(const std::string& key, const std::vector<std::string>& v) {
+void GgufWriter::add_arr(const std::string& key, GgufArray a) {
   GgufValue x;
   x.type = GgufType::ARRAY;
-  x.arr_type = GgufType::STRING;
-  x.arr_str = v;
+  x.arr = std::move(a);
   add_value(key, x);
 }
 void GgufWriter::add_arr_f32(const std::string& key, const std::vector<float>& v) {
-  GgufValue x;
-  x.type = GgufType::ARRAY;
-  x.arr_type = GgufType::FLOAT32;
-  x.arr_float.assign(v.begin(), v.end());
-  add_value(key, x);
+  add_arr(key, GgufArray::of_floats(GgufType::FLOAT32, std::vector<double>(v.begin(), v.end())));
 }
 void GgufWriter::add_arr_i32(const std::string& key, const std::vector<int32_t>& v) {
-  GgufValue x;
-  x.type = GgufType::ARRAY;
-  x.arr_type = GgufType::INT32;
-  x.arr_int.assign(v.begin(), v.end());
-  add_value(key, x);
+  add_arr(key, GgufArray::of_ints(GgufType::INT32, std::vector<int64_t>(v.begin(), v.end())));
+}
+
+void GgufWriter::add_all(const GgufFile& f, const std::function<bool(const std::string&)>& keep) {
+  for (const std::string& k : f.keys()) {
+    const GgufValue& v = *f.find(k);
+    if (k == "general.alignment" || (v.is_array() && v.arr.type() == GgufType::ARRAY)) continue;
+    if (!keep || keep(k)) add_value(k, v);
+  }
+  for (const GgufTensor& t : f.tensors())
+    if (!keep || keep(t.name))
+      add_tensor(t.name, t.ne, t.type, std::vector<uint8_t>(t.data, t.data + t.nbytes));
 }
 
 void GgufWriter::add_tensor(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
@@ -775,9 +920,9 @@ std::vector<uint8_t> GgufWriter::header_bytes() const {
   out.put<uint32_t>(3);
   out.put<uint64_t>(tensors_.size());
   out.put<uint64_t>(kv_.size());
-  for (const auto& [key, v] : kv_) {
+  for (const auto& [key, encoded] : kv_) {
     out.put_str(key);
-    put_value(out, key, v);
+    out.bytes.insert(out.bytes.end(), encoded.begin(), encoded.end());
   }
   uint64_t offset = 0;
   for (const Tensor& t : tensors_) {
@@ -813,6 +958,18 @@ void GgufWriter::write(const std::string& path) const {
   const std::string tmp = path + ".tmp";
   FILE* fp = std::fopen(tmp.c_str(), "wb");
   if (!fp) throw Error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
+  // Until the rename, any exit (a failed write, or a fill that throws, e.g.
+  // out of memory) closes and removes the partial file.
+  struct PartialFile {
+    FILE*& fp;
+    const std::string& tmp;
+    ~PartialFile() {
+      if (fp) std::fclose(fp);
+      if (!tmp.empty()) std::remove(tmp.c_str());
+    }
+  };
+  std::string pending = tmp;
+  PartialFile partial{fp, pending};
   bool ok = std::fwrite(head.data(), 1, head.size(), fp) == head.size();
   const std::vector<uint8_t> zeros(alignment_, 0);
   std::vector<uint8_t> lazy;
@@ -829,7 +986,9 @@ void GgufWriter::write(const std::string& path) const {
     if (ok && pad) ok = std::fwrite(zeros.data(), 1, pad, fp) == pad;
   }
   int err = ok ? 0 : errno;
-  if (std::fclose(fp) != 0 && ok) {
+  const int closed = std::fclose(fp);
+  fp = nullptr;
+  if (closed != 0 && ok) {
     ok = false;
     err = errno;
   }
@@ -837,10 +996,8 @@ void GgufWriter::write(const std::string& path) const {
     ok = false;
     err = errno;
   }
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw Error(path + ": write failed: " + std::strerror(err));
-  }
+  if (!ok) throw Error(path + ": write failed: " + std::strerror(err));
+  pending.clear();
 }
 
 }  // namespace vkmoe

@@ -2,9 +2,11 @@
 // GGUF v2/v3 reader (mmap) and writer.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -19,13 +21,62 @@ enum class GgufType : uint32_t {
 };
 const char* gguf_type_name(GgufType t);
 
-// One metadata value. Scalars live in i/u/f/b/s; arrays keep their element
-// type in arr_type and their elements in the vector matching it
-// (integers and bools -> arr_int, floats -> arr_float, strings -> arr_str;
-// UINT64 elements keep their bit pattern in arr_int). Signed values are also
-// mirrored into u when non-negative; bools set b and i/u (0/1).
-// Arrays of arrays (one level) are bounds-checked and skipped by the reader:
-// arr_type == ARRAY with no elements stored; deeper nesting is rejected.
+// The elements of an array value in their GGUF encoding, decoded on access:
+// a view into the file's bytes for a parsed value (valid while its GgufFile
+// lives), shared storage for a built one. Arrays of arrays (one level) are
+// bounds-checked and skipped by the reader: type ARRAY with no elements.
+class GgufArray {
+ public:
+  GgufArray() = default;
+  // Built arrays: of_ints takes integer or bool types and throws Error when a
+  // value does not fit; of_floats takes FLOAT32 or FLOAT64.
+  static GgufArray of_ints(GgufType t, const std::vector<int64_t>& v);
+  static GgufArray of_floats(GgufType t, const std::vector<double>& v);
+  template <class Strings>  // any range of things convertible to std::string_view
+  static GgufArray of_strings(const Strings& v);
+
+  GgufType type() const { return type_; }
+  size_t size() const { return n_; }
+  int64_t int_at(size_t i) const;  // integer and bool elements (UINT64: the bit pattern)
+  double float_at(size_t i) const;  // FLOAT32 / FLOAT64 elements
+  std::string_view str_at(size_t i) const;  // STRING elements
+  // All elements decoded (convenience for small arrays).
+  std::vector<int64_t> ints() const;
+  std::vector<double> floats() const;
+  std::vector<std::string> strings() const;
+  // The encoded elements, as written after the element type and count.
+  const uint8_t* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+
+ private:
+  friend class GgufFile;
+  static GgufArray owning(GgufType t, size_t n, std::vector<uint8_t> bytes);
+  void index_strings();  // fills str_off_ from well-formed bytes
+  GgufType type_ = GgufType::UINT8;
+  size_t n_ = 0;
+  const uint8_t* data_ = nullptr;
+  size_t nbytes_ = 0;
+  std::vector<uint64_t> str_off_;  // STRING: offset of each element's length prefix
+  std::shared_ptr<const std::vector<uint8_t>> owned_;
+};
+
+template <class Strings>
+GgufArray GgufArray::of_strings(const Strings& v) {
+  std::vector<uint8_t> b;
+  size_t n = 0;
+  for (const auto& x : v) {
+    const std::string_view s(x);
+    const uint64_t len = s.size();
+    const auto* p = reinterpret_cast<const uint8_t*>(&len);
+    b.insert(b.end(), p, p + 8);
+    b.insert(b.end(), s.begin(), s.end());
+    ++n;
+  }
+  return owning(GgufType::STRING, n, std::move(b));
+}
+
+// One metadata value. Scalars live in i/u/f/b/s, arrays in arr. Signed values
+// are also mirrored into u when non-negative; bools set b and i/u (0/1).
 // The writer reads u for unsigned scalars, i for signed ones, b for BOOL.
 struct GgufValue {
   GgufType type = GgufType::UINT32;
@@ -34,13 +85,9 @@ struct GgufValue {
   double f = 0;    // FLOAT32 / FLOAT64
   bool b = false;
   std::string s;
-  GgufType arr_type = GgufType::UINT8;
-  std::vector<int64_t> arr_int;
-  std::vector<double> arr_float;
-  std::vector<std::string> arr_str;
+  GgufArray arr;
 
   bool is_array() const { return type == GgufType::ARRAY; }
-  size_t array_size() const;
 };
 
 struct GgufTensor {
@@ -58,7 +105,10 @@ class GgufFile {
  public:
   // Maps the file read-only. Throws Error("<path>: <what is wrong>") for a
   // missing, truncated or corrupt file, bad magic, unsupported version,
-  // unknown value/tensor types, tensors out of bounds or misaligned.
+  // unknown value/tensor types, tensors out of bounds or misaligned, or a
+  // path that is not a regular file. While mapped, a SIGBUS in the mapping
+  // (the file truncated by another process) ends the process with a
+  // one-line message and status 1.
   static std::unique_ptr<GgufFile> open(const std::string& path);
   // Parses a copy held in memory (used by tests and fuzzing).
   static std::unique_ptr<GgufFile> from_memory(std::vector<uint8_t> bytes,
@@ -87,9 +137,10 @@ class GgufFile {
   bool get_bool_or(const std::string& key, bool fallback) const;
   std::string get_str(const std::string& key) const;
   std::string get_str_or(const std::string& key, const std::string& fallback) const;
-  const std::vector<std::string>& get_arr_str(const std::string& key) const;
-  const std::vector<double>& get_arr_float(const std::string& key) const;
-  const std::vector<int64_t>& get_arr_int(const std::string& key) const;
+  // Arrays of strings, of either float type, of any integer type.
+  const GgufArray& get_arr_str(const std::string& key) const;
+  const GgufArray& get_arr_float(const std::string& key) const;
+  const GgufArray& get_arr_int(const std::string& key) const;
 
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* tensor(const std::string& name) const;  // nullptr if absent
@@ -104,6 +155,7 @@ class GgufFile {
   size_t size_ = 0;
   uint64_t data_offset_ = 0;
   void* map_ = nullptr;                // mmap'd region, or null
+  int map_slot_ = -1;                  // its entry in the SIGBUS handler's table
   std::vector<uint8_t> owned_;         // from_memory storage
   std::vector<std::string> key_order_;
   std::unordered_map<std::string, GgufValue> kv_;
@@ -122,10 +174,18 @@ class GgufWriter {
   void add_f32(const std::string& key, float v);
   void add_bool(const std::string& key, bool v);
   void add_str(const std::string& key, const std::string& v);
-  void add_arr_str(const std::string& key, const std::vector<std::string>& v);
+  template <class Strings>
+  void add_arr_str(const std::string& key, const Strings& v) { add_arr(key, GgufArray::of_strings(v)); }
+  void add_arr_str(const std::string& key, std::initializer_list<std::string_view> v) {
+    add_arr(key, GgufArray::of_strings(v));
+  }
   void add_arr_f32(const std::string& key, const std::vector<float>& v);
   void add_arr_i32(const std::string& key, const std::vector<int32_t>& v);
+  void add_arr(const std::string& key, GgufArray a);
   void add_value(const std::string& key, const GgufValue& v);  // any type
+  // Copies f's metadata and tensors whose name passes keep (all when empty),
+  // except general.alignment and arrays of arrays.
+  void add_all(const GgufFile& f, const std::function<bool(const std::string&)>& keep = {});
   // `data` must hold row_bytes(type, ne[0]) * nrows bytes; it is copied.
   void add_tensor(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
                   std::vector<uint8_t> data);
@@ -150,7 +210,7 @@ class GgufWriter {
                        std::vector<uint8_t> data, TensorFill fill);
   std::vector<uint8_t> header_bytes() const;  // everything before the data section
   uint64_t alignment_;
-  std::vector<std::pair<std::string, GgufValue>> kv_;
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> kv_;  // key, encoded type and value
   std::vector<Tensor> tensors_;
 };
 

@@ -1,6 +1,7 @@
 #include "engine/model/model.h"
 
 #include <cstring>
+#include <limits>
 
 namespace vkmoe {
 
@@ -27,6 +28,10 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 
 namespace {
 
+// Every dimension and every product of dimensions the engine forms (in int
+// or uint32 arithmetic) stays within this.
+constexpr int64_t kMaxDim = int64_t{1} << 30;
+
 struct Loader {
   const GgufFile& f;
   std::string a;  // architecture prefix
@@ -37,12 +42,28 @@ struct Loader {
     std::string k = a + "." + key;
     if (!f.has(k)) fail("missing hyper-parameter '" + k + "'");
     int64_t v = f.get_int(k);
-    if (v <= 0 || v > (1 << 30)) fail("hyper-parameter '" + k + "' = " + std::to_string(v) + " is out of range");
+    if (v <= 0 || v > kMaxDim) fail("hyper-parameter '" + k + "' = " + std::to_string(v) + " is out of range");
     return static_cast<int>(v);
   }
   int opt_int(const std::string& key, int fallback) const {
     std::string k = a + "." + key;
     return f.has(k) ? req_int(key) : fallback;
+  }
+  // x * y of hyper-parameters x and y (named by their keys), checked in 64 bits.
+  int product(const std::string& kx, int x, const std::string& ky, int y) const {
+    const int64_t p = int64_t{x} * y;
+    if (p > kMaxDim)
+      fail("hyper-parameters '" + a + "." + kx + "' (" + std::to_string(x) + ") x '" + a + "." + ky + "' (" +
+           std::to_string(y) + ") = " + std::to_string(p) + " is out of range");
+    return static_cast<int>(p);
+  }
+  // A float hyper-parameter that must be positive and finite as a float.
+  float positive_float(const std::string& key, double fallback) const {
+    const std::string k = a + "." + key;
+    const double v = f.get_float_or(k, fallback);
+    if (!(v > 0 && v <= std::numeric_limits<float>::max()))
+      fail("hyper-parameter '" + k + "' = " + std::to_string(v) + " must be a positive finite number");
+    return static_cast<float>(v);
   }
 
   // Fetches a tensor and checks its shape (ne of 1..3 dims; trailing 1s ignored).
@@ -85,7 +106,7 @@ std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file) {
   else if (an == "olmoe") c.arch = Arch::Olmoe;
   else if (an == "qwen2moe") c.arch = Arch::Qwen2Moe;
   else
-    throw Error(f.path() + ": unsupported architecture '" + an +
+    throw Error(f.path() + ": unsupported architecture '" + printable(an) +
                 "' (supported: llama, qwen3, qwen3moe, olmoe, qwen2moe)");
   Loader L{f, an};
 
@@ -95,16 +116,19 @@ std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file) {
   c.n_head_kv = L.opt_int("attention.head_count_kv", c.n_head);
   if (c.n_head % c.n_head_kv != 0) L.fail("head_count is not a multiple of head_count_kv");
   c.head_dim = L.opt_int("attention.key_length", c.n_embd / c.n_head);
+  if (c.head_dim <= 0) L.fail("head dimension embedding_length / head_count is 0");
   if (L.opt_int("attention.value_length", c.head_dim) != c.head_dim)
     L.fail("attention.value_length != key_length is not supported");
   if (L.opt_int("rope.dimension_count", c.head_dim) != c.head_dim)
     L.fail("partial rotary embeddings (rope.dimension_count != head dim) are not supported");
   if (c.head_dim % 2) L.fail("odd head dimension");
+  L.product("attention.head_count", c.n_head, "attention.key_length", c.head_dim);
+  L.product("attention.head_count_kv", c.n_head_kv, "attention.key_length", c.head_dim);
   c.n_ctx_train = L.opt_int("context_length", 4096);
-  c.rope_theta = static_cast<float>(f.get_float_or(an + ".rope.freq_base", 10000.0));
-  c.norm_eps = static_cast<float>(f.get_float_or(an + ".attention.layer_norm_rms_epsilon", 1e-6));
+  c.rope_theta = L.positive_float("rope.freq_base", 10000.0);
+  c.norm_eps = L.positive_float("attention.layer_norm_rms_epsilon", 1e-6);
   if (f.has(an + ".rope.scaling.type") && f.get_str(an + ".rope.scaling.type") != "none")
-    L.fail("rope scaling '" + f.get_str(an + ".rope.scaling.type") + "' is not supported");
+    L.fail("rope scaling '" + printable(f.get_str(an + ".rope.scaling.type")) + "' is not supported");
   c.rope_neox = c.arch != Arch::Llama;
   c.n_expert = L.opt_int("expert_count", 0);
   bool moe = c.n_expert > 0;
@@ -118,6 +142,8 @@ std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file) {
                      ? L.opt_int("expert_feed_forward_length", L.opt_int("feed_forward_length", 0))
                      : L.req_int("expert_feed_forward_length");
     if (c.n_ff_exp <= 0) L.fail("missing expert feed-forward width");
+    L.product("expert_used_count", c.n_expert_used, "expert_feed_forward_length", c.n_ff_exp);
+    L.product("expert_count", c.n_expert, "block_count", c.n_layer);
     bool default_norm = c.arch == Arch::Llama || c.arch == Arch::Qwen3Moe;
     c.norm_topk_prob = f.get_bool_or(an + ".expert_weights_norm", default_norm);
     if (c.arch == Arch::Qwen2Moe)

@@ -30,6 +30,7 @@ struct ModelConfig {
   bool rope_neox = false;  // NeoX (half-split) rotation vs. adjacent pairs
   bool norm_topk_prob = false;  // renormalize the top-k router weights
   bool is_moe() const { return n_expert > 0; }
+  // Model::load checks that these products fit.
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <queue>
@@ -202,6 +203,31 @@ bool is_special_type(int32_t t) { return t == kTokControl || t == kTokUserDefine
 
 const std::string& bpe_byte_to_unicode(uint8_t b) { return byte_tables().to_unicode[b]; }
 
+void StringList::push_back(std::string_view s) {
+  if (s.size() > UINT32_MAX - chars_.size()) throw Error("tokenizer: more than 4 GiB of token text");
+  chars_.append(s);
+  end_.push_back(static_cast<uint32_t>(chars_.size()));
+}
+
+void StringIndex::build(const StringList& list) {
+  size_t cap = 2;
+  while (cap < 2 * list.size()) cap *= 2;
+  slots_.assign(cap, -1);
+  for (size_t i = 0; i < list.size(); ++i) {
+    size_t k = std::hash<std::string_view>{}(list[i]) & (cap - 1);
+    while (slots_[k] >= 0 && list[slots_[k]] != list[i]) k = (k + 1) & (cap - 1);
+    if (slots_[k] < 0) slots_[k] = static_cast<int32_t>(i);  // duplicates keep the first
+  }
+}
+
+int32_t StringIndex::find(const StringList& list, std::string_view s) const {
+  if (slots_.empty()) return -1;
+  const size_t mask = slots_.size() - 1;
+  for (size_t k = std::hash<std::string_view>{}(s) & mask; slots_[k] >= 0; k = (k + 1) & mask)
+    if (list[slots_[k]] == s) return slots_[k];
+  return -1;
+}
+
 BpePre bpe_pre_from_name(const std::string& pre) {
   if (pre == "qwen2" || pre == "deepseek-r1-qwen") return BpePre::Qwen2;
   if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "dbrx" ||
@@ -330,11 +356,13 @@ Tokenizer::Tokenizer(VocabData v) : v_(std::move(v)) {
     if (id < -1 || id >= static_cast<int32_t>(n))
       throw Error(std::string("tokenizer: ") + name + " token id " + std::to_string(id) +
                   " is out of range (vocabulary has " + std::to_string(n) + " tokens)");
+  for (size_t id = 0; id < v_.scores.size(); ++id)  // scores order merges: NaN has no order
+    if (std::isnan(v_.scores[id])) throw Error("tokenizer: the score of token " + std::to_string(id) + " is NaN");
   if (v_.scores.empty()) v_.scores.assign(n, 0.f);
   if (v_.token_types.empty()) {  // infer what the file did not say
     v_.token_types.assign(n, kTokNormal);
     for (size_t id = 0; id < n; ++id) {
-      const std::string& t = v_.tokens[id];
+      const std::string_view t = v_.tokens[id];
       if (v_.kind == TokenizerKind::Spm && parse_byte_token(t) >= 0) v_.token_types[id] = kTokByte;
       if (t.size() > 4 && t.starts_with("<|") && t.ends_with("|>")) v_.token_types[id] = kTokControl;
     }
@@ -345,18 +373,16 @@ Tokenizer::Tokenizer(VocabData v) : v_(std::move(v)) {
   for (int32_t& t : v_.token_types)
     if (t < kTokNormal || t > kTokByte) t = kTokNormal;
 
-  token_id_.reserve(n);
-  for (size_t id = 0; id < n; ++id) token_id_.emplace(v_.tokens[id], static_cast<int32_t>(id));
-
+  token_id_.build(v_.tokens);
   if (v_.kind == TokenizerKind::Bpe) {
-    merge_rank_.reserve(v_.merges.size());
+    if (v_.merges.size() > static_cast<size_t>(INT32_MAX)) throw Error("tokenizer: too many merges");
     for (size_t r = 0; r < v_.merges.size(); ++r) {
-      const std::string& m = v_.merges[r];
+      const std::string_view m = v_.merges[r];
       const size_t sp = m.size() > 1 ? m.find(' ', 1) : std::string::npos;
       if (sp == std::string::npos || sp + 1 >= m.size())
-        throw Error("tokenizer: malformed BPE merge #" + std::to_string(r) + " '" + m + "'");
-      merge_rank_.emplace(m, static_cast<int32_t>(r));
+        throw Error("tokenizer: malformed BPE merge #" + std::to_string(r) + " '" + printable(m) + "'");
     }
+    merge_rank_.build(v_.merges);
   }
   pre_ = bpe_pre_from_name(v_.pre);
 
@@ -373,7 +399,7 @@ Tokenizer::Tokenizer(VocabData v) : v_(std::move(v)) {
   if (v_.eos >= 0) eog_[v_.eos] = true;
   for (size_t id = 0; id < n; ++id) {
     if (!is_special_type(v_.token_types[id]) || v_.tokens[id].empty()) continue;
-    const std::string& t = v_.tokens[id];
+    const std::string_view t = v_.tokens[id];
     specials_by_first_byte_[static_cast<uint8_t>(t[0])].push_back(static_cast<int32_t>(id));
     for (const char* name : kEogNames)
       if (t == name) eog_[id] = true;
@@ -384,10 +410,7 @@ Tokenizer::Tokenizer(VocabData v) : v_(std::move(v)) {
     });
 }
 
-int32_t Tokenizer::find_token(std::string_view text) const {
-  const auto it = token_id_.find(text);
-  return it == token_id_.end() ? -1 : it->second;
-}
+int32_t Tokenizer::find_token(std::string_view text) const { return token_id_.find(v_.tokens, text); }
 
 bool Tokenizer::is_eog(int32_t id) const {
   return id >= 0 && id < n_vocab() && eog_[id];
@@ -467,9 +490,9 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
       key.assign(mapped, l.start, l.len);
       key += ' ';
       key.append(mapped, r.start, r.len);
-      const auto it = merge_rank_.find(key);
-      if (it == merge_rank_.end()) return false;
-      priority = -static_cast<double>(it->second);
+      const int32_t rank = merge_rank_.find(v_.merges, key);
+      if (rank < 0) return false;
+      priority = -static_cast<double>(rank);
       return true;
     });
     for (int k = 0; k >= 0; k = sym[k].next) {
@@ -525,12 +548,12 @@ std::string Tokenizer::piece(int32_t id) const {
   if (id < 0 || id >= n_vocab())
     throw Error("token id " + std::to_string(id) + " is out of range (vocabulary has " +
                 std::to_string(n_vocab()) + " tokens)");
-  const std::string& t = v_.tokens[id];
+  const std::string_view t = v_.tokens[id];
   switch (v_.token_types[id]) {
     case kTokControl:
       return {};
     case kTokUserDefined:
-      return t;
+      return std::string(t);
     case kTokByte: {
       const int b = parse_byte_token(t);
       if (b >= 0) return std::string(1, static_cast<char>(b));
@@ -583,10 +606,19 @@ VocabData Tokenizer::read_vocab(const GgufFile& f) {
   else if (model == "llama")
     v.kind = TokenizerKind::Spm;
   else
-    fail("unsupported tokenizer model '" + model +
+    fail("unsupported tokenizer model '" + printable(model) +
          "' (supported: 'gpt2' byte-level BPE, 'llama' SentencePiece)");
   if (!f.has("tokenizer.ggml.tokens")) fail("no vocabulary (tokenizer.ggml.tokens is missing)");
-  v.tokens = f.get_arr_str("tokenizer.ggml.tokens");
+  auto read_strings = [&](const char* key, StringList& out) {
+    const GgufArray& a = f.get_arr_str(key);
+    out.reserve(a.size(), a.nbytes() - 8 * a.size());
+    try {
+      for (size_t k = 0; k < a.size(); ++k) out.push_back(a.str_at(k));
+    } catch (const Error& e) {
+      fail(std::string(key) + ": " + e.what());
+    }
+  };
+  read_strings("tokenizer.ggml.tokens", v.tokens);
   const size_t n = v.tokens.size();
   if (n == 0) fail("tokenizer.ggml.tokens is empty");
   auto check_size = [&](const char* key, size_t got) {
@@ -595,19 +627,23 @@ VocabData Tokenizer::read_vocab(const GgufFile& f) {
            std::to_string(n));
   };
   if (f.has("tokenizer.ggml.scores")) {
-    const auto& s = f.get_arr_float("tokenizer.ggml.scores");
+    const GgufArray& s = f.get_arr_float("tokenizer.ggml.scores");
     check_size("tokenizer.ggml.scores", s.size());
-    v.scores.assign(s.begin(), s.end());
+    v.scores.resize(n);
+    for (size_t k = 0; k < n; ++k) v.scores[k] = static_cast<float>(s.float_at(k));
   }
   if (f.has("tokenizer.ggml.token_type")) {
-    const auto& t = f.get_arr_int("tokenizer.ggml.token_type");
+    const GgufArray& t = f.get_arr_int("tokenizer.ggml.token_type");
     check_size("tokenizer.ggml.token_type", t.size());
-    v.token_types.reserve(n);
-    for (int64_t x : t) v.token_types.push_back(x >= kTokNormal && x <= kTokByte ? static_cast<int32_t>(x) : kTokNormal);
+    v.token_types.resize(n);
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t x = t.int_at(k);
+      v.token_types[k] = x >= kTokNormal && x <= kTokByte ? static_cast<int32_t>(x) : kTokNormal;
+    }
   }
   if (v.kind == TokenizerKind::Bpe) {
     if (!f.has("tokenizer.ggml.merges")) fail("BPE tokenizer without tokenizer.ggml.merges");
-    v.merges = f.get_arr_str("tokenizer.ggml.merges");
+    read_strings("tokenizer.ggml.merges", v.merges);
   }
   auto read_id = [&](const std::string& key, bool strict) -> int32_t {
     const int64_t id = f.get_int_or(key, -1);

@@ -2,10 +2,11 @@
 // Tokenizers stored in GGUF metadata: GPT-2 style byte-level BPE
 // (tokenizer.ggml.model == "gpt2") and SentencePiece (== "llama").
 #include <cstdint>
+#include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "base/error.h"
@@ -21,12 +22,59 @@ enum TokenType : int32_t {
   kTokNormal = 1, kTokUnknown = 2, kTokControl = 3, kTokUserDefined = 4, kTokUnused = 5, kTokByte = 6,
 };
 
+// Strings back to back in one buffer (vocabularies run to millions of short
+// strings; a std::string each would cost several times their bytes).
+class StringList {
+ public:
+  StringList() = default;
+  StringList(std::initializer_list<std::string_view> v) {
+    for (std::string_view s : v) push_back(s);
+  }
+  void reserve(size_t n, size_t chars) { end_.reserve(n), chars_.reserve(chars); }
+  void push_back(std::string_view s);  // throws Error past 4 GiB of text
+  size_t size() const { return end_.size(); }
+  bool empty() const { return end_.empty(); }
+  std::string_view operator[](size_t i) const {
+    const uint32_t b = i ? end_[i - 1] : 0;
+    return std::string_view(chars_).substr(b, end_[i] - b);
+  }
+  struct iterator {
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = std::string_view;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = std::string_view;
+    const StringList* list = nullptr;
+    size_t i = 0;
+    std::string_view operator*() const { return (*list)[i]; }
+    iterator& operator++() { return ++i, *this; }
+    iterator operator++(int) { return {list, i++}; }
+    bool operator==(const iterator& o) const { return i == o.i; }
+  };
+  iterator begin() const { return {this, 0}; }
+  iterator end() const { return {this, size()}; }
+  bool operator==(const StringList&) const = default;
+
+ private:
+  std::string chars_;
+  std::vector<uint32_t> end_;  // end offset of each string in chars_
+};
+
+// Open-addressing hash index over a StringList: text -> first position.
+class StringIndex {
+ public:
+  void build(const StringList& list);
+  int32_t find(const StringList& list, std::string_view s) const;  // -1 if absent
+ private:
+  std::vector<int32_t> slots_;  // positions, -1 when empty; a power of two long
+};
+
 struct VocabData {
   TokenizerKind kind = TokenizerKind::Bpe;
-  std::vector<std::string> tokens;   // tokenizer.ggml.tokens
+  StringList tokens;                 // tokenizer.ggml.tokens
   std::vector<float> scores;         // tokenizer.ggml.scores (SPM; may be empty)
   std::vector<int32_t> token_types;  // tokenizer.ggml.token_type (may be empty: inferred)
-  std::vector<std::string> merges;   // tokenizer.ggml.merges ("a b"), BPE only
+  StringList merges;                 // tokenizer.ggml.merges ("a b"), BPE only
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = false;              // tokenizer.ggml.add_bos_token (default: Spm true, Bpe false)
   std::string pre;                   // tokenizer.ggml.pre ("qwen2", "llama-bpe", "default", ...)
@@ -78,13 +126,8 @@ class Tokenizer {
 
   VocabData v_;
   BpePre pre_ = BpePre::Gpt2;
-  struct StrHash {  // lets string_view keys look up without allocating
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  using StrMap = std::unordered_map<std::string, int32_t, StrHash, std::equal_to<>>;
-  StrMap token_id_;
-  StrMap merge_rank_;  // "left right" -> rank
+  StringIndex token_id_;    // over v_.tokens
+  StringIndex merge_rank_;  // over v_.merges ("left right" -> rank)
   std::vector<int32_t> specials_by_first_byte_[256];     // longest first
   std::vector<bool> eog_;
   int32_t byte_token_[256];  // id of each byte's token, -1 if absent

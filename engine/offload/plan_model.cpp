@@ -7,10 +7,6 @@
 
 namespace vkmoe {
 
-bool is_expert_tensor(const std::string& name) {
-  return name.find("_exps.weight") != std::string::npos;
-}
-
 PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlType kv_type, int n_ubatch) {
   const ModelConfig& c = m.config();
   PlanInput in;

@@ -5,7 +5,6 @@
 
 namespace vkmoe {
 
-bool is_expert_tensor(const std::string& name);  // routed experts: "*_exps.weight"
 // The planner's input for this model: trunk and expert tensors, a KV cache of
 // kv_type for n_ctx tokens, and the activations of n_ubatch-token passes
 // exactly as the GPU engine allocates them.
