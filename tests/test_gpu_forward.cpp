@@ -74,7 +74,11 @@ INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardArch,
                          ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=qwen2moe",
                                            "arch=llama,n_expert=4,n_expert_used=2", "arch=llama,n_expert=0",
                                            "arch=qwen3", "arch=qwen3moe,quant=Q8_0", "arch=qwen3moe,quant=Q5_K_M",
-                                           "arch=olmoe,quant=F16", "arch=qwen2moe,quant=BF16"));
+                                           "arch=olmoe,quant=F16", "arch=qwen2moe,quant=BF16",
+                                           // norm weights and biases stored as F16 / Q8_0 / BF16 (legal GGUF,
+                                           // once uploaded raw and read as f32 by the GPU)
+                                           "arch=qwen2moe,vec_type=F16", "arch=olmoe,vec_type=Q8_0",
+                                           "arch=qwen3,vec_type=BF16"));
 
 // Offloaded experts (SLRU slots with forced eviction, predictive prefetch, or
 // all on the CPU) give the same greedy tokens as fully resident experts.

@@ -51,6 +51,7 @@ void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
     };
     if (k == "arch") s.arch = v;
     else if (k == "quant") s.quant = v;
+    else if (k == "vec_type") s.vec_type = v;
     else if (k == "n_layer") s.n_layer = num();
     else if (k == "n_embd") s.n_embd = num();
     else if (k == "n_head") s.n_head = num();
@@ -207,6 +208,8 @@ void fill_fast(const TensorDesc& d, uint64_t seed, uint8_t* dst, size_t nbytes) 
 
 GgufWriter build_writer(const SynthSpec& s) {
   base_type(s.quant);
+  if (s.vec_type != "F32" && s.vec_type != "F16" && s.vec_type != "BF16" && s.vec_type != "Q8_0")
+    throw Error("synth vec_type '" + s.vec_type + "' is not one of F32, F16, BF16, Q8_0");
   const std::string& a = s.arch;
   if (a != "llama" && a != "qwen3" && a != "qwen3moe" && a != "olmoe" && a != "qwen2moe")
     throw Error("synth: unknown arch '" + a + "' (llama, qwen3, qwen3moe, olmoe, qwen2moe)");
@@ -257,9 +260,10 @@ GgmlType synth_tensor_type(const SynthSpec& s, const std::string& name, int64_t 
     size_t n = std::strlen(suf);
     return name.size() >= n && name.compare(name.size() - n, n, suf) == 0;
   };
-  // Vectors, biases and routers stay F32, as llama.cpp's quantizer leaves them.
-  if (ends("_norm.weight") || ends(".bias") || ends("ffn_gate_inp.weight") || ends("ffn_gate_inp_shexp.weight"))
-    return GgmlType::F32;
+  // Routers stay F32, and by default vectors and biases too, as llama.cpp's
+  // quantizer leaves them.
+  if (ends("_norm.weight") || ends(".bias")) return base_type(s.vec_type);
+  if (ends("ffn_gate_inp.weight") || ends("ffn_gate_inp_shexp.weight")) return GgmlType::F32;
   GgmlType t = base_type(s.quant);
   const bool mixed = s.quant == "Q4_K_M" || s.quant == "Q5_K_M";
   if (mixed) {

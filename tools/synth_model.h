@@ -25,6 +25,7 @@ struct SynthSpec {
   int n_ctx = 4096;
   float rope_theta = 1e6f;
   std::string quant = "Q4_K_M";  // Q4_K_M, Q5_K_M, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32
+  std::string vec_type = "F32";  // norm weights and biases: F32, F16, BF16 or Q8_0 (all legal GGUF)
   bool tied_output = false;
   bool fast = false;     // big models: tensors tiled from a pool of pre-quantized random blocks
   uint64_t seed = 1;
