@@ -3,7 +3,8 @@
 # llama-bench side by side on the same synthetic Qwen3-30B-A3B file, with
 # peak VRAM sampled by nvidia-smi. Carry devbin/ (scripts/pack_devbin.sh),
 # .gl/ and anchors/ (../shared/anchors/llama_cpp.sh anchors).
-# usage: scripts/perf_prefill.sh [vkmoe|llama|all]
+# usage: scripts/perf_prefill.sh [vkmoe|llama|all|quick]
+#   quick: pp512 and tg128 only, both programs, each mode (fits one 10-minute device call)
 set -uo pipefail
 for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
 if ! ls /usr/share/vulkan/icd.d/*nvidia* >/dev/null 2>&1 && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
@@ -25,6 +26,14 @@ peak() {
   return $rc
 }
 run() { echo "--- $*"; peak "$@" 2>&1 | grep -v "^  layer\|uploading\|copying experts"; }
+if [ "$what" = quick ]; then
+  for a in "--moe-mode resident" "--vram-budget 12GiB" "--moe-mode cpu-moe"; do
+    run $B/vkmoe bench -m $MODEL -p 512 -n 128 -r 2 $a
+  done 2>&1 | tee -a "$OUT/vkmoe_quick.txt"
+  for a in "-fa 0" "-ncmoe 20" "-ncmoe 48"; do
+    run /tmp/ll/llama-bench -m $MODEL -ngl 99 -p 512 -n 128 -r 2 $a
+  done 2>&1 | tee -a "$OUT/llama_quick.txt"
+fi
 if [ "$what" = all ] || [ "$what" = vkmoe ]; then
   run $B/vkmoe bench -m $MODEL -p 512,2048 -n 0 -r 3 --moe-mode resident
   run $B/vkmoe bench -m $MODEL -p 512,2048 -n 0 -r 3 --vram-budget 12GiB --expert-stats
