@@ -12,6 +12,7 @@
 #include <memory>
 #include <random>
 
+#include "engine/forward/engine_select.h"
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
 #include "engine/model/tokenizer.h"
@@ -169,6 +170,48 @@ TEST(HostileInput, LargeArraysAndVocabulariesStayCompact) {
   EXPECT_EQ(tok->n_vocab(), int(kTokens));
   EXPECT_EQ(tok->find_token(""), 0);
 }
+
+// NaN weights ran to exit 0 with NaN logits and no text. Now eval throws,
+// naming where the residual stream first went non-finite, on every backend
+// and in both the batched (prompt) and the one-token (decode) passes.
+class NonFiniteWeights : public testing::TestWithParam<const char*> {};
+
+TEST_P(NonFiniteWeights, StopWithThePlaceNamed) {
+  const auto base = synth_bytes("n_layer=3");
+  const auto orig = GgufFile::from_memory(base);
+  struct Case {
+    const char* tensor;
+    const char* place;
+  } const cases[] = {{"token_embd.weight", "the token embeddings"},
+                     {"blk.1.attn_output.weight", "the attention output of layer 1"},
+                     {"blk.0.ffn_down_exps.weight", "the FFN output of layer 0"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.tensor);
+    const GgufTensor& t = *orig->tensor(c.tensor);
+    const auto bytes = test::rewrite_gguf(base, {c.tensor}, [&](GgufWriter& w) {
+      w.add_tensor(c.tensor, t.ne, GgmlType::F32, std::vector<uint8_t>(t.nelements() * 4, 0xFF));  // all NaN
+    });
+    const auto m = Model::from_gguf(GgufFile::from_memory(bytes, "nan.gguf"));
+    EngineOptions o;
+    o.backend = GetParam();
+    o.n_ctx = 64;
+    const auto e = make_engine(*m, o);
+    for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{4}}) {
+      e->reset();
+      try {
+        e->eval(tokens);
+        ADD_FAILURE() << "no error for " << tokens.size() << " tokens";
+      } catch (const Error& err) {
+        const std::string msg = err.what();
+        EXPECT_NE(msg.find("non-finite logits"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(std::string("first appeared in ") + c.place + ":"), std::string::npos) << msg;
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, NonFiniteWeights, testing::Values("ref", "cpu", "gpu"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace vkmoe

@@ -25,10 +25,11 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     ASSERT_NEAR(got[i], want[i], rel * scale) << what << " element " << i;
 }
 
-struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; };
+struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; uint32_t check; };
 struct AxpyPush { uint32_t n, items, x_off, a_off, y_off, mode; float scale; };
 struct SwigluPush { uint32_t n, g_off, u_off; };
-struct CombineNormPush { uint32_t n, items; float eps; };
+struct CombineNormPush { uint32_t n, items; float eps; uint32_t check; };
+constexpr uint32_t kNone = 0xFFFFFFFFu;
 
 }  // namespace
 
@@ -39,10 +40,41 @@ TEST(ShaderTrunk, RmsNormRowsWithAndWithoutWeights) {
   auto x = e.randn(n * rows, 3.f), w = e.randn(n);
   for (uint32_t has_w : {0u, 1u}) {
     Buffer bx = e.buf(x), bw = e.buf(w), by = e.buf(std::vector<float>(n * rows, NAN));
-    e.run("rms_norm", {bx, bw, by}, RmsNormPush{n, 0, 0, 0, n, has_w, 1e-6f}, rows);
+    Buffer flag = e.buf(std::vector<uint32_t>{kNone});
+    e.run("rms_norm", {bx, bw, by, flag}, RmsNormPush{n, 0, 0, 0, n, has_w, 1e-6f, 7}, rows);
     std::vector<float> want(n * rows);
     for (uint32_t r = 0; r < rows; ++r) rms_norm(&x[r * n], has_w ? w.data() : nullptr, &want[r * n], n, 1e-6f);
     expect_close(e.read(by, n * rows), want, 1e-5, "rms_norm");
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone) << "finite input flagged";
+  }
+}
+
+// A NaN or Inf in any row lowers the flag to the dispatch's check code (the
+// smallest code wins); check 0 never touches it.
+TEST(ShaderTrunk, NormsFlagNonFiniteInput) {
+  Env e;
+  const uint32_t n = 300, rows = 3;
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    auto x = e.randn(n * rows);
+    x[n + 17] = bad;
+    Buffer bx = e.buf(x), bw = e.buf(e.randn(n)), by = e.buf(std::vector<float>(n * rows));
+    Buffer flag = e.buf(std::vector<uint32_t>{kNone});
+    e.run("rms_norm", {bx, bw, by, flag}, RmsNormPush{n, 0, 0, 0, n, 1, 1e-6f, 0}, rows);
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone);
+    e.run("rms_norm", {bx, bw, by, flag}, RmsNormPush{n, 0, 0, 0, n, 1, 1e-6f, 9}, rows);
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], 9u);
+    e.run("rms_norm", {bx, bw, by, flag}, RmsNormPush{n, 0, 0, 0, n, 1, 1e-6f, 12}, rows);
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], 9u) << "a later site replaced an earlier one";
+    e.run("rms_norm", {bx, bw, by, flag}, RmsNormPush{n, 0, 0, 0, n, 1, 1e-6f, 4}, rows);
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], 4u);
+
+    auto y = e.randn(n * 2);
+    y[n + 3] = bad;
+    Buffer by2 = e.buf(y), bwt = e.buf(e.randn(2)), bx2 = e.buf(e.randn(n)), bnw = e.buf(e.randn(n)),
+           bxn = e.buf(std::vector<float>(n));
+    Buffer flag2 = e.buf(std::vector<uint32_t>{kNone});
+    e.run("moe_combine_norm", {by2, bwt, bx2, bnw, bxn, flag2}, CombineNormPush{n, 2, 1e-6f, 5}, 1);
+    EXPECT_EQ(e.read<uint32_t>(flag2, 1)[0], 5u);
   }
 }
 
@@ -77,7 +109,9 @@ TEST(ShaderTrunk, MoeCombineThenNorm) {
   const uint32_t n = 2048, items = 8;
   auto y = e.randn(n * items), w = e.randn(items), x = e.randn(n), nw = e.randn(n);
   Buffer by = e.buf(y), bw = e.buf(w), bx = e.buf(x), bnw = e.buf(nw), bxn = e.buf(std::vector<float>(n, NAN));
-  e.run("moe_combine_norm", {by, bw, bx, bnw, bxn}, CombineNormPush{n, items, 1e-6f}, 1);
+  Buffer flag = e.buf(std::vector<uint32_t>{kNone});
+  e.run("moe_combine_norm", {by, bw, bx, bnw, bxn, flag}, CombineNormPush{n, items, 1e-6f, 3}, 1);
+  EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone);
   auto want_x = x;
   for (uint32_t j = 0; j < items; ++j)
     for (uint32_t i = 0; i < n; ++i) want_x[i] += w[j] * y[j * n + i];

@@ -20,6 +20,7 @@
 
 #include "cpu/expert_batch.h"
 #include "cpu/expert_ffn.h"
+#include "cpu/finite_check.h"
 #include "cpu/quant.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
@@ -213,6 +214,16 @@ void bm_prompt_layer(benchmark::State& state, bool batched, CpuActivations act, 
   state.SetLabel(simd_target_name());
 }
 
+// The check every token's logits get (vocabulary of Qwen3).
+void bm_logits_finite_check(benchmark::State& state) {
+  std::vector<float> logits(151936);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> nd(0, 4);
+  for (float& x : logits) x = nd(rng);
+  for (auto _ : state) benchmark::DoNotOptimize(all_finite(logits.data(), logits.size()));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * int64_t(logits.size() * 4));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -275,6 +286,7 @@ int main(int argc, char** argv) {
       }
     }
   }
+  benchmark::RegisterBenchmark("logits_finite_check/151936", bm_logits_finite_check)->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -73,11 +73,20 @@ Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) 
   for_each_buffer(s, [&](uint64_t floats, const char* what) {
     *order[i++] = ctx.create_buffer(padded(floats), vk::MemoryKind::Device, what);
   });
+  non_finite = ctx.create_buffer(16, vk::MemoryKind::Readback, "non-finite flag");
+  clear_non_finite();
   // Rows no pass has written yet (skipped experts, padding slots) must stay finite.
   vk::Recorder r(ctx);
   r.begin();
   for (const vk::Buffer* b : {&eg, &eu, &eo}) r.fill(*b, 0, b->size(), 0);
   r.submit().wait();
 }
+
+uint32_t Activations::first_non_finite() const {
+  const uint32_t site = *reinterpret_cast<const volatile uint32_t*>(non_finite.data());
+  return site == kNoNonFinite ? 0 : site;
+}
+
+void Activations::clear_non_finite() { *reinterpret_cast<volatile uint32_t*>(non_finite.data()) = kNoNonFinite; }
 
 }  // namespace vkmoe

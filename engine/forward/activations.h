@@ -35,6 +35,12 @@ struct Activations {
   vk::Buffer eg, eu, eo;    // routed experts: [row][ff_exp], [row][ff_exp], [row][embd]
   vk::Buffer logits;        // [vocab] of the last token
   vk::Buffer gemm_scratch;  // int8 GEMM path: quantized activations of one product
+  // Host-visible uint: the smallest non_finite_site code whose check saw
+  // NaN/Inf (kNoNonFinite while none did). Not device memory.
+  vk::Buffer non_finite;
+  static constexpr uint32_t kNoNonFinite = 0xFFFFFFFFu;
+  uint32_t first_non_finite() const;  // 0 while none
+  void clear_non_finite();
   Activations(vk::Context& ctx, const ActivationShape& s);
 };
 

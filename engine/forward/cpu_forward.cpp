@@ -7,6 +7,7 @@
 #include "cpu/quant.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
+#include "engine/forward/non_finite.h"
 
 namespace vkmoe {
 
@@ -101,6 +102,10 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   }
 }
 
+void CpuForward::check_finite(const float* x, size_t n, uint32_t site) {
+  if ((first_non_finite_ == 0 || site < first_non_finite_) && !all_finite(x, n)) first_non_finite_ = site;
+}
+
 std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
   const int T = static_cast<int>(tokens.size());
   if (T == 0) throw Error("eval: no tokens");
@@ -116,6 +121,7 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
       throw Error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary");
     dequantize_row(model_.tok_embd.type(), model_.tok_embd.row(tokens[t]), &x[size_t(t) * E], E);
   }
+  check_finite(x.data(), x.size(), non_finite_site::layer_input(0));
   std::vector<float> xn(E), q(size_t(T) * Q), att(Q), o(E), f(E), scores(n_ctx_);
   for (int il = 0; il < c_.n_layer; ++il) {
     const auto& l = model_.layers()[il];
@@ -174,12 +180,14 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
       float* xt = &x[size_t(t) * E];
       matvec(l.wo, att.data(), o.data());
       for (int i = 0; i < E; ++i) xt[i] += o[i];
+      check_finite(xt, E, non_finite_site::after_attention(il));
       rms_norm(xt, lf.ffn_norm.data(), xn.data(), E, c_.norm_eps);
       if (c_.is_moe())
         ffn_moe(il, xn.data(), f.data());
       else
         swiglu_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, -1, xn.data(), f.data(), c_.n_ff);
       for (int i = 0; i < E; ++i) xt[i] += f[i];
+      check_finite(xt, E, non_finite_site::layer_input(il + 1));
     }
   }
   pos_ += T;

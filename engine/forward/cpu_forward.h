@@ -27,7 +27,10 @@ class CpuForward {
   // the KV cache, appends them to it and returns the logits of the last one.
   std::vector<float> eval(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token) { return eval({token}); }
-  void reset() { pos_ = 0; }
+  void reset() { pos_ = 0, first_non_finite_ = 0; }
+  // Where NaN/Inf first appeared in the residual stream since reset()
+  // (the smallest non_finite_site code seen; 0: nowhere).
+  uint32_t first_non_finite() const { return first_non_finite_; }
   int pos() const { return pos_; }
   int n_ctx() const { return n_ctx_; }
   // Router decisions of the last evaluated token, one entry per layer (MoE only).
@@ -45,6 +48,8 @@ class CpuForward {
   Kernels kernels_;
   std::unique_ptr<ThreadPool> pool_;
   int pos_ = 0;
+  uint32_t first_non_finite_ = 0;
+  void check_finite(const float* x, size_t n, uint32_t site);
   std::vector<float> k_cache_, v_cache_;  // [layer][pos][kv_dim]
   struct LayerF32 {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv, shexp_gate;

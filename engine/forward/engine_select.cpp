@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "engine/forward/cpu_forward.h"
+#include "engine/forward/non_finite.h"
 #include "engine/forward/gpu_forward.h"
 #include "engine/vulkan/vk_runtime.h"
 
@@ -13,12 +14,15 @@ class CpuEngine final : public Engine {
  public:
   CpuEngine(const Model& m, const EngineOptions& o, CpuForward::Kernels k)
       : fwd_(m, o.n_ctx, k, o.threads), simd_(k == CpuForward::Kernels::Simd) {}
-  std::vector<float> eval(const std::vector<int32_t>& tokens) override { return fwd_.eval(tokens); }
   void reset() override { fwd_.reset(); }
   int n_ctx() const override { return fwd_.n_ctx(); }
   std::string describe() const override {
     return simd_ ? "cpu (Highway SIMD kernels)" : "cpu scalar reference";
   }
+
+ protected:
+  std::vector<float> forward(const std::vector<int32_t>& tokens) override { return fwd_.eval(tokens); }
+  uint32_t first_non_finite() const override { return fwd_.first_non_finite(); }
 
  private:
   CpuForward fwd_;
@@ -26,6 +30,17 @@ class CpuEngine final : public Engine {
 };
 
 }  // namespace
+
+std::vector<float> Engine::eval(const std::vector<int32_t>& tokens) {
+  std::vector<float> logits = forward(tokens);
+  if (!all_finite(logits.data(), logits.size())) {
+    const uint32_t site = first_non_finite();
+    throw Error("the model produced non-finite logits (NaN/Inf)" +
+                (site ? "; they first appeared in " + describe_non_finite_site(site) : std::string()) +
+                ": the model's weights or hyper-parameters are broken");
+  }
+  return logits;
+}
 
 std::unique_ptr<Engine> make_engine(const Model& m, const EngineOptions& o) {
   if (o.backend == "gpu") return make_gpu_engine(m, o);

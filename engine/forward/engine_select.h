@@ -35,8 +35,9 @@ struct EngineOptions {
 class Engine {
  public:
   virtual ~Engine() = default;
-  // Appends tokens to the context; returns the logits of the last one.
-  virtual std::vector<float> eval(const std::vector<int32_t>& tokens) = 0;
+  // Appends tokens to the context; returns the logits of the last one. Throws
+  // Error when they are not finite, naming where NaN/Inf first appeared.
+  std::vector<float> eval(const std::vector<int32_t>& tokens);
   virtual void reset() = 0;
   virtual int n_ctx() const = 0;
   virtual std::string describe() const = 0;
@@ -46,6 +47,12 @@ class Engine {
   virtual std::string moe_mode() const { return ""; }
   // Device memory in use (0 for CPU backends).
   virtual uint64_t vram_bytes() const { return 0; }
+
+ protected:
+  virtual std::vector<float> forward(const std::vector<int32_t>& tokens) = 0;
+  // The first place the forward pass produced a non-finite value since
+  // reset(), as a NonFiniteSite code (0: none seen or not tracked).
+  virtual uint32_t first_non_finite() const { return 0; }
 };
 
 std::unique_ptr<Engine> make_engine(const Model& m, const EngineOptions& o);

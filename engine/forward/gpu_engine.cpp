@@ -85,7 +85,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   w_ = upload_model(*ctx_, m, !offload_, kv_bytes);
   const ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
   act_ = std::make_unique<Activations>(*ctx_, shape);
-  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, parse_gemm(o.gemm));
+  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, parse_gemm(o.gemm));
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });
 
@@ -133,6 +133,7 @@ GpuEngine::~GpuEngine() {
 
 void GpuEngine::reset() {
   pos_ = 0;
+  act_->clear_non_finite();
   drop_prepared();
   for (auto& p : prev_route_) p.clear();
 }
@@ -165,7 +166,7 @@ std::vector<float> GpuEngine::read_logits() const {
   return std::vector<float>(lg, lg + c_.n_vocab);
 }
 
-std::vector<float> GpuEngine::eval(const std::vector<int32_t>& tokens) {
+std::vector<float> GpuEngine::forward(const std::vector<int32_t>& tokens) {
   if (tokens.empty()) throw Error("eval: no tokens");
   if (pos_ + tokens.size() > size_t(n_ctx_))
     throw Error(std::to_string(tokens.size()) + " tokens do not fit the context (" + std::to_string(pos_) + " of " +

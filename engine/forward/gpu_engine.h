@@ -31,13 +31,16 @@ class GpuEngine final : public Engine {
  public:
   GpuEngine(const Model& m, const EngineOptions& o);
   ~GpuEngine() override;
-  std::vector<float> eval(const std::vector<int32_t>& tokens) override;
   void reset() override;
   int n_ctx() const override { return n_ctx_; }
   std::string describe() const override;
   std::string stats_report() const override;
   uint64_t vram_bytes() const override;
   std::string moe_mode() const override { return plan_mode_name(c_.is_moe() ? plan_.mode : PlanMode::Resident); }
+
+ protected:
+  std::vector<float> forward(const std::vector<int32_t>& tokens) override;
+  uint32_t first_non_finite() const override { return act_->first_non_finite(); }
 
  private:
   // Schedules (gpu_engine.cpp: resident; gpu_offload.cpp: offload).

@@ -11,6 +11,7 @@ namespace {
 struct RmsNormPush {
   uint32_t n, x_off, w_off, y_off, row_stride, has_w;
   float eps;
+  uint32_t check;
 };
 struct AddRowsPush {
   uint32_t n, rows, x_off, x_stride, a_off, y_off, y_stride, mode;
@@ -73,12 +74,12 @@ vk::GemmConfig GpuOps::gemm_for(GgmlType t) const {
   return {vk::GemmPath::Tiled};
 }
 
-void GpuOps::rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n,
-                      float eps) const {
+void GpuOps::rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,
+                      uint32_t check) const {
   if (x.stride != y.stride && n > 1) throw Error("rms_norm: input and output rows differ in stride");
-  const auto& p = ctx_.pipeline("rms_norm", 3, sizeof(RmsNormPush));
-  RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps};
-  r.dispatch(p, {*x.buf, w ? vk::BufferRange(w->buf) : vk::BufferRange(*x.buf), *y.buf}, pc, n);
+  const auto& p = ctx_.pipeline("rms_norm", 4, sizeof(RmsNormPush));
+  RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps, check};
+  r.dispatch(p, {*x.buf, w ? vk::BufferRange(w->buf) : vk::BufferRange(*x.buf), *y.buf, non_finite_}, pc, n);
 }
 
 void GpuOps::add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s, const vk::Buffer* a,

@@ -21,9 +21,10 @@ struct Rows {
 
 class GpuOps {
  public:
-  // gemm_scratch: the int8 GEMM path's activation scratch (Activations::gemm_scratch).
-  GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, vk::GemmConfig gemm = {})
-      : ctx_(ctx), scratch_(gemm_scratch), gemm_(gemm) {}
+  // gemm_scratch: the int8 GEMM path's activation scratch; non_finite: the
+  // flag norms lower when their input is not finite (both in Activations).
+  GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, const vk::Buffer& non_finite, vk::GemmConfig gemm = {})
+      : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), gemm_(gemm) {}
   // The configured path for type t; a path the type lacks falls back to tiled.
   vk::GemmConfig gemm_for(GgmlType t) const;
   const vk::Buffer& gemm_scratch() const { return scratch_; }
@@ -32,7 +33,9 @@ class GpuOps {
   // y[t] (+)= W x[t] for t < n.
   void linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc = false) const;
   // y[t] = x[t] / rms(x[t]) * w   (w may be null: no scale); in place allowed.
-  void rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps) const;
+  // check != 0: a non-finite x lowers the non-finite flag to check.
+  void rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,
+                uint32_t check = 0) const;
   enum class Scale : uint32_t { One = 0, ByRow = 1, SigmoidOfRow = 2 };
   // y[t] += alpha(t) * x[t] (x.stride 0 broadcasts one row); alpha from a[t].
   void add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s = Scale::One,
@@ -43,6 +46,7 @@ class GpuOps {
  private:
   vk::Context& ctx_;
   const vk::Buffer& scratch_;
+  const vk::Buffer& non_finite_;
   vk::GemmConfig gemm_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "engine/forward/non_finite.h"
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_moe.h"
 
@@ -15,6 +16,7 @@ struct AxpyPush {
 struct CombineNormPush {
   uint32_t n, items;
   float eps;
+  uint32_t check;
 };
 
 uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -30,7 +32,7 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const Rows x(a_.x, E), xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
   if (!normed) {
-    ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps);
+    ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps, non_finite_site::layer_input(il));
     r.barrier();
     mark_(r, "attn norm");
   }
@@ -94,7 +96,7 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   mark_(r, "attention");
   ops_.linear(r, g.wo, Rows(a_.att, Q), x, n, /*acc=*/true);
   r.barrier();
-  ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps);
+  ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps, non_finite_site::after_attention(il));
   r.barrier();
   mark_(r, "out proj + ffn norm");
 }
@@ -167,8 +169,9 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   }
   experts_decode(r, il, w, a_.ids);
   if (next_norm && !g.gate_shexp) {
-    const auto& cp = ops_.ctx().pipeline("moe_combine_norm", 5, sizeof(CombineNormPush));
-    r.dispatch(cp, {a_.eo, a_.wts, a_.x, next_norm->buf, a_.xn}, CombineNormPush{E, K, c_.norm_eps}, 1);
+    const auto& cp = ops_.ctx().pipeline("moe_combine_norm", 6, sizeof(CombineNormPush));
+    r.dispatch(cp, {a_.eo, a_.wts, a_.x, next_norm->buf, a_.xn, a_.non_finite},
+               CombineNormPush{E, K, c_.norm_eps, non_finite_site::layer_input(il + 1)}, 1);
     r.barrier();
     mark_(r, "combine + next norm");
     return true;
@@ -267,7 +270,8 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
 void LayerProgram::output(vk::Recorder& r, uint32_t last, bool normed) const {
   const uint32_t E = c_.n_embd;
   if (!normed) {
-    ops_.rms_norm(r, Rows(a_.x, E, last * E), &g_.output_norm, Rows(a_.xn, E), E, 1, c_.norm_eps);
+    ops_.rms_norm(r, Rows(a_.x, E, last * E), &g_.output_norm, Rows(a_.xn, E), E, 1, c_.norm_eps,
+                  non_finite_site::layer_input(c_.n_layer));
     r.barrier();
   }
   ops_.linear(r, g_.output, Rows(a_.xn, E), Rows(a_.logits, c_.n_vocab), 1);

@@ -1,0 +1,13 @@
+#include "engine/forward/non_finite.h"
+
+namespace vkmoe {
+
+std::string describe_non_finite_site(uint32_t site) {
+  if (site == 0) return "no recorded place";
+  if (site == 1) return "the token embeddings";
+  const uint32_t il = (site - 1) / 2;
+  if (site % 2 == 0) return "the attention output of layer " + std::to_string(il);
+  return "the FFN output of layer " + std::to_string(il - 1);
+}
+
+}  // namespace vkmoe
