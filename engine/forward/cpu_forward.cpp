@@ -102,6 +102,11 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   }
 }
 
+void CpuForward::truncate(int n_keep) {
+  if (n_keep < 0 || n_keep > pos_) throw Error("truncate: " + std::to_string(n_keep) + " is outside the context");
+  pos_ = n_keep;
+}
+
 void CpuForward::check_finite(const float* x, size_t n, uint32_t site) {
   if ((first_non_finite_ == 0 || site < first_non_finite_) && !all_finite(x, n)) first_non_finite_ = site;
 }

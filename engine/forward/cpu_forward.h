@@ -28,6 +28,7 @@ class CpuForward {
   std::vector<float> eval(const std::vector<int32_t>& tokens);
   std::vector<float> decode(int32_t token) { return eval({token}); }
   void reset() { pos_ = 0, first_non_finite_ = 0; }
+  void truncate(int n_keep);  // keeps the first n_keep positions of the KV cache
   // Where NaN/Inf first appeared in the residual stream since reset()
   // (the smallest non_finite_site code seen; 0: nowhere).
   uint32_t first_non_finite() const { return first_non_finite_; }

@@ -15,6 +15,8 @@ class CpuEngine final : public Engine {
   CpuEngine(const Model& m, const EngineOptions& o, CpuForward::Kernels k)
       : fwd_(m, o.n_ctx, k, o.threads), simd_(k == CpuForward::Kernels::Simd) {}
   void reset() override { fwd_.reset(); }
+  void truncate(int n_keep) override { fwd_.truncate(n_keep); }
+  int n_past() const override { return fwd_.pos(); }
   int n_ctx() const override { return fwd_.n_ctx(); }
   std::string describe() const override {
     return simd_ ? "cpu (Highway SIMD kernels)" : "cpu scalar reference";

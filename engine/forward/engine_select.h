@@ -39,6 +39,10 @@ class Engine {
   // Error when they are not finite, naming where NaN/Inf first appeared.
   std::vector<float> eval(const std::vector<int32_t>& tokens);
   virtual void reset() = 0;
+  // Keeps the first n_keep tokens of the context (the KV cache of a shared
+  // prefix is reused); 0 <= n_keep <= n_past().
+  virtual void truncate(int n_keep) = 0;
+  virtual int n_past() const = 0;  // tokens in the context
   virtual int n_ctx() const = 0;
   virtual std::string describe() const = 0;
   virtual std::string stats_report() const { return "no expert statistics for this backend\n"; }

@@ -138,6 +138,12 @@ void GpuEngine::reset() {
   for (auto& p : prev_route_) p.clear();
 }
 
+void GpuEngine::truncate(int n_keep) {
+  if (n_keep < 0 || n_keep > pos_) throw Error("truncate: " + std::to_string(n_keep) + " is outside the context");
+  pos_ = n_keep;
+  drop_prepared();  // recorded for the old position
+}
+
 uint64_t GpuEngine::vram_bytes() const { return ctx_->allocated_bytes(MemoryKind::Device); }
 
 vk::Recorder& GpuEngine::next_recorder() {

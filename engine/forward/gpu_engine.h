@@ -32,6 +32,8 @@ class GpuEngine final : public Engine {
   GpuEngine(const Model& m, const EngineOptions& o);
   ~GpuEngine() override;
   void reset() override;
+  void truncate(int n_keep) override;
+  int n_past() const override { return pos_; }
   int n_ctx() const override { return n_ctx_; }
   std::string describe() const override;
   std::string stats_report() const override;
