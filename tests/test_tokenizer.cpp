@@ -113,11 +113,69 @@ TEST(TokenizerPre, Qwen2AndLlama3SplitsLikeTheRegex) {
             (V{"caf\xC3\xA9", " \xF0\x9F\x98\x80!"}));
 }
 
+TEST(TokenizerPre, Qwen35JoinsMarksToLetters) {
+  using V = std::vector<std::string>;
+  const std::string s = "e\xCC\x81t\xC3\xA9 x";  // e, combining acute, t, e-acute
+  EXPECT_EQ(as_strings(bpe_pretokenize(s, BpePre::Qwen2)), (V{"e", "\xCC\x81t\xC3\xA9", " x"}));
+  EXPECT_EQ(as_strings(bpe_pretokenize(s, BpePre::Qwen35)), (V{"e\xCC\x81t\xC3\xA9", " x"}));
+}
+
+// Pre-tokenizers made of several split passes: each pass cuts the pieces the
+// previous ones left (the expected pieces follow the regexes in pretokenize.h).
+TEST(TokenizerPre, MultiPassSplits) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(as_strings(bpe_pretokenize("Hello, world!! 12345 x$y", BpePre::Default)),
+            (V{"Hello", ",", " world", "!!", " ", "123", "45", " x", "$", "y"}));
+  EXPECT_EQ(as_strings(bpe_pretokenize("a+b 1234\n =", BpePre::Falcon)),
+            (V{"a", "+", "b", " ", "123", "4", "\n ", "="}));
+  EXPECT_EQ(as_strings(bpe_pretokenize("ied 4 \xC2\xBD months", BpePre::Starcoder)),
+            (V{"ied", " ", "4", " ", "\xC2\xBD", " months"}));
+  EXPECT_EQ(as_strings(bpe_pretokenize("Hello \xE4\xB8\x96\xE7\x95\x8C" "123\nfoo.bar", BpePre::DeepseekCoder)),
+            (V{"Hello", " ", "\xE4\xB8\x96\xE7\x95\x8C", "1", "2", "3", "\n", "foo", ".", "bar"}));
+  // DeepSeek LLM: the ASCII punctuation class spans the letters, so a word with a
+  // non-ASCII letter is cut around it (as llama.cpp does).
+  EXPECT_EQ(as_strings(bpe_pretokenize("Stra\xC3\x9F" "e  x\n", BpePre::DeepseekLlm)),
+            (V{"Stra", "\xC3\x9F", "e", " ", " x", "\n"}));
+  EXPECT_EQ(as_strings(bpe_pretokenize("Hello world's 12345 .NET \xE6\x97\xA5\xE6\x9C\xAC\xE3\x83\x86\n\n",
+                                       BpePre::Deepseek3)),
+            (V{"Hello", " world", "'s", " ", "123", "45", " .", "NET", " ", "\xE6\x97\xA5\xE6\x9C\xAC\xE3\x83\x86",
+               "\n\n"}));
+}
+
+constexpr BpePre kAllPre[] = {BpePre::Default, BpePre::Gpt2, BpePre::Llama3, BpePre::Qwen2, BpePre::Qwen35,
+                              BpePre::DeepseekLlm, BpePre::DeepseekCoder, BpePre::Deepseek3, BpePre::Falcon,
+                              BpePre::Starcoder};
+
+TEST(TokenizerPre, NamesMapToPreTokenizers) {
+  EXPECT_EQ(bpe_pre_from_name("")->pre, BpePre::Default);
+  EXPECT_EQ(bpe_pre_from_name("default")->pre, BpePre::Default);
+  EXPECT_EQ(bpe_pre_from_name("qwen2")->pre, BpePre::Qwen2);
+  EXPECT_TRUE(bpe_pre_from_name("llama-bpe")->ignore_merges);
+  EXPECT_FALSE(bpe_pre_from_name("dbrx")->ignore_merges);
+  EXPECT_EQ(bpe_pre_from_name("command-r")->pre, BpePre::Starcoder);
+  EXPECT_FALSE(bpe_pre_from_name("Qwen2").has_value());
+  EXPECT_FALSE(bpe_pre_from_name("tekken").has_value());
+  EXPECT_NE(bpe_pre_known_names().find("deepseek-coder"), std::string::npos);
+}
+
+TEST(TokenizerPre, LongRunsStayLinear) {
+  std::string s = std::string(200000, ' ') + "1" + std::string(200000, '\t') + "\xE2\x98\x83";
+  for (int k = 0; k < 20000; ++k) s += "\xE3\x80\x80" "a1.";
+  for (BpePre pre : kAllPre) {
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t bytes = 0;
+    for (std::string_view w : bpe_pretokenize(s, pre)) bytes += w.size();
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(bytes, s.size());
+    EXPECT_LT(secs, 2.0) << static_cast<int>(pre);
+  }
+}
+
 TEST(TokenizerPre, PiecesCoverTheInput) {
   const uint64_t seed = fresh_seed();
   SCOPED_TRACE(seed_note(seed));
   std::mt19937_64 rng(seed);
-  for (BpePre pre : {BpePre::Gpt2, BpePre::Llama3, BpePre::Qwen2}) {
+  for (BpePre pre : kAllPre) {
     for (int k = 0; k < 200; ++k) {
       std::string s = random_text(rng);
       if (k % 10 == 0) s += "\xC3";  // truncated UTF-8 must stay covered too
@@ -209,6 +267,29 @@ TEST(TokenizerBpe, LowestRankMergesFirst) {
     const Tokenizer t(tiny_bpe({}));
     EXPECT_EQ(t.encode("a \n", false), (std::vector<int32_t>{'a', ' ', '\n'}));
   }
+  {  // Llama 3 ignores merges for a word that is itself a token
+    VocabData v = tiny_bpe({"b c", "a b", "ab c"});
+    v.pre = "llama-bpe";
+    const Tokenizer t(std::move(v));
+    EXPECT_EQ(t.encode("abc", false), (std::vector<int32_t>{id(t, "abc")}));
+    EXPECT_EQ(t.encode("abcc", false), (std::vector<int32_t>{'a', id(t, "bc"), 'c'}));
+  }
+}
+
+VocabData tiny_spm(float score_ab, float score_bc);
+
+TEST(TokenizerBpe, UnknownPreTokenizerIsAnError) {
+  VocabData v = tiny_bpe({});
+  v.pre = "no-such-pre";
+  try {
+    const Tokenizer t(std::move(v));
+    ADD_FAILURE() << "expected an Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'no-such-pre'"), std::string::npos) << e.what();
+  }
+  VocabData spm = tiny_spm(-1.f, -1.f);
+  spm.pre = "no-such-pre";  // SentencePiece has no pre-tokenizer: ignored
+  EXPECT_NO_THROW(Tokenizer{spm});
 }
 
 VocabData tiny_spm(float score_ab, float score_bc) {

@@ -5,100 +5,18 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <queue>
 
 #include "engine/model/gguf.h"
+#include "engine/model/unicode.h"
 
 namespace vkmoe {
 namespace {
 
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK
 
-// Decodes one UTF-8 sequence at s[pos]; returns its byte length. Malformed
-// input decodes byte by byte to an invalid code point (>= 0x110000) so that
-// every byte of the input stays covered.
-size_t utf8_next(std::string_view s, size_t pos, uint32_t& cp) {
-  const auto b0 = static_cast<uint8_t>(s[pos]);
-  size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
-  if (len == 0 || pos + len > s.size()) {
-    cp = 0x110000 + b0;
-    return 1;
-  }
-  if (len == 1) {
-    cp = b0;
-    return 1;
-  }
-  uint32_t c = b0 & (0x7F >> len);
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<uint8_t>(s[pos + k]);
-    if ((b & 0xC0) != 0x80) {
-      cp = 0x110000 + b0;
-      return 1;
-    }
-    c = (c << 6) | (b & 0x3F);
-  }
-  cp = c;
-  return len;
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
-// Unicode general categories as the pre-tokenizer regexes see them: \p{L},
-// \p{N}, \s, and everything else. ASCII and whitespace are exact; beyond ASCII
-// the common number, punctuation, symbol and mark blocks are listed and the
-// rest counts as letters (an approximation that only moves split points;
-// encoding stays lossless).
-enum class Cls : uint8_t { Letter, Number, Space, Other };
-
 bool in(uint32_t c, uint32_t lo, uint32_t hi) { return c >= lo && c <= hi; }
-
-Cls classify(uint32_t c) {
-  if (c < 0x80) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) return Cls::Letter;
-    if (c >= '0' && c <= '9') return Cls::Number;
-    if (c == ' ' || in(c, 0x09, 0x0D)) return Cls::Space;
-    return Cls::Other;
-  }
-  if (c >= 0x110000) return Cls::Other;  // malformed byte
-  if (c == 0x85 || c == 0xA0 || c == 0x1680 || in(c, 0x2000, 0x200A) || c == 0x2028 ||
-      c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000)
-    return Cls::Space;
-  if (c == 0xB2 || c == 0xB3 || c == 0xB9 || in(c, 0xBC, 0xBE) || in(c, 0x660, 0x669) ||
-      in(c, 0x6F0, 0x6F9) || in(c, 0x7C0, 0x7C9) || in(c, 0xE50, 0xE59) || in(c, 0xED0, 0xED9) ||
-      in(c, 0xF20, 0xF33) || in(c, 0x1040, 0x1049) || in(c, 0x17E0, 0x17E9) ||
-      in(c, 0x1810, 0x1819) || c == 0x2070 || in(c, 0x2074, 0x2079) || in(c, 0x2080, 0x2089) ||
-      in(c, 0x2150, 0x2189) || in(c, 0x2460, 0x249B) || in(c, 0x24EA, 0x24FF) ||
-      in(c, 0x2776, 0x2793) || c == 0x3007 || in(c, 0x3021, 0x3029) || in(c, 0xFF10, 0xFF19) ||
-      in(c, 0x1D7CE, 0x1D7FF))
-    return Cls::Number;
-  if (in(c, 0x0966, 0x0DEF) && (c & 0x7F) >= 0x66 && (c & 0x7F) <= 0x6F)
-    return Cls::Number;  // Indic digit blocks
-  if (c < 0xA0 || (in(c, 0xA1, 0xBF) && c != 0xAA && c != 0xB5 && c != 0xBA) || c == 0xD7 ||
-      c == 0xF7 || in(c, 0x300, 0x36F) || in(c, 0x1AB0, 0x1AFF) || in(c, 0x1DC0, 0x1DFF) ||
-      in(c, 0x2000, 0x214F) || in(c, 0x2190, 0x2BFF) || in(c, 0x2E00, 0x2E7F) ||
-      in(c, 0x3000, 0x303F) || in(c, 0xD800, 0xF8FF) || in(c, 0xFE00, 0xFE6F) ||
-      in(c, 0xFF01, 0xFF0F) || in(c, 0xFF1A, 0xFF20) || in(c, 0xFF3B, 0xFF40) ||
-      in(c, 0xFF5B, 0xFF65) || in(c, 0xFFF0, 0xFFFF) || in(c, 0x1F000, 0x1FAFF) ||
-      in(c, 0xE0000, 0xE007F) || c >= 0xF0000)
-    return Cls::Other;
-  return Cls::Letter;
-}
 
 struct ByteUnicodeTables {
   std::array<std::string, 256> to_unicode;
@@ -109,7 +27,7 @@ struct ByteUnicodeTables {
     for (int b = 0; b < 256; ++b) {
       const bool printable = in(b, 33, 126) || in(b, 161, 172) || in(b, 174, 255);
       const uint32_t cp = printable ? b : 256 + extra++;
-      append_utf8(to_unicode[b], cp);
+      unicode::append_utf8(to_unicode[b], cp);
       to_byte[cp] = static_cast<int16_t>(b);
     }
   }
@@ -199,6 +117,16 @@ void merge_symbols(std::vector<Symbol>& sym, PriorityFn priority_of) {
 
 bool is_special_type(int32_t t) { return t == kTokControl || t == kTokUserDefined; }
 
+// What llama.cpp calls the tokenizer models it knows that this engine does not support.
+std::string tokenizer_model_note(const std::string& model) {
+  if (model == "bert") return ", a WordPiece tokenizer,";
+  if (model == "t5") return ", a Unigram tokenizer,";
+  if (model == "rwkv") return ", an RWKV greedy tokenizer,";
+  if (model == "plamo2") return ", a PLaMo-2 Aho-Corasick tokenizer,";
+  if (model == "no_vocab" || model == "none") return ", a model without a vocabulary,";
+  return "";
+}
+
 }  // namespace
 
 const std::string& bpe_byte_to_unicode(uint8_t b) { return byte_tables().to_unicode[b]; }
@@ -226,118 +154,6 @@ int32_t StringIndex::find(const StringList& list, std::string_view s) const {
   for (size_t k = std::hash<std::string_view>{}(s) & mask; slots_[k] >= 0; k = (k + 1) & mask)
     if (list[slots_[k]] == s) return slots_[k];
   return -1;
-}
-
-BpePre bpe_pre_from_name(const std::string& pre) {
-  if (pre == "qwen2" || pre == "deepseek-r1-qwen") return BpePre::Qwen2;
-  if (pre == "llama3" || pre == "llama-bpe" || pre == "llama-v3" || pre == "dbrx" ||
-      pre == "smaug-bpe" || pre == "falcon3")
-    return BpePre::Llama3;
-  return BpePre::Gpt2;
-}
-
-// Hand-written equivalents of the pre-tokenizer regexes (alternatives tried in
-// order, as the regex engine does):
-//  Gpt2:   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
-//  Llama3: (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
-//          ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
-//  Qwen2:  as Llama3 with \p{N} (single digits).
-std::vector<std::string_view> bpe_pretokenize(std::string_view text, BpePre pre) {
-  struct Cp {
-    uint32_t cp;
-    Cls cls;
-    uint32_t off;
-  };
-  std::vector<Cp> cps;
-  cps.reserve(text.size());
-  for (size_t pos = 0; pos < text.size();) {
-    uint32_t cp;
-    const size_t len = utf8_next(text, pos, cp);
-    cps.push_back({cp, classify(cp), static_cast<uint32_t>(pos)});
-    pos += len;
-  }
-  const size_t n = cps.size();
-  auto cls_at = [&](size_t k, Cls c) { return k < n && cps[k].cls == c; };
-  auto L = [&](size_t k) { return cls_at(k, Cls::Letter); };
-  auto N = [&](size_t k) { return cls_at(k, Cls::Number); };
-  auto S = [&](size_t k) { return cls_at(k, Cls::Space); };
-  auto O = [&](size_t k) { return cls_at(k, Cls::Other); };
-  auto newline = [&](size_t k) { return k < n && (cps[k].cp == '\r' || cps[k].cp == '\n'); };
-  auto lower = [&](size_t k) -> uint32_t {
-    if (k >= n) return 0;
-    const uint32_t c = cps[k].cp;
-    return pre != BpePre::Gpt2 && c >= 'A' && c <= 'Z' ? c + 32 : c;
-  };
-  const bool gpt2 = pre == BpePre::Gpt2;
-  const size_t max_digits = pre == BpePre::Qwen2 ? 1 : pre == BpePre::Llama3 ? 3 : SIZE_MAX;
-
-  std::vector<std::string_view> words;
-  size_t i = 0;
-  auto emit = [&](size_t end) {
-    const size_t b = cps[i].off, e = end < n ? cps[end].off : text.size();
-    words.push_back(text.substr(b, e - b));
-    i = end;
-  };
-  while (i < n) {
-    // Contractions.
-    if (cps[i].cp == '\'') {
-      const uint32_t a = lower(i + 1), b = lower(i + 2);
-      if (a == 's' || a == 't' || a == 'm' || a == 'd') { emit(i + 2); continue; }
-      if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) {
-        emit(i + 3);
-        continue;
-      }
-    }
-    // Letter runs with an optional prefix character.
-    {
-      size_t k = i;
-      if (gpt2 ? (cps[i].cp == ' ' && L(i + 1)) : (!newline(i) && !L(i) && !N(i) && L(i + 1)))
-        k = i + 1;
-      if (L(k)) {
-        while (L(k)) ++k;
-        emit(k);
-        continue;
-      }
-    }
-    // Digit runs.
-    {
-      size_t k = gpt2 && cps[i].cp == ' ' && N(i + 1) ? i + 1 : i;
-      if (N(k)) {
-        const size_t first = k;
-        while (N(k) && k - first < max_digits) ++k;
-        emit(k);
-        continue;
-      }
-    }
-    // Punctuation / symbol runs (Llama3/Qwen2 also take trailing newlines).
-    {
-      size_t k = cps[i].cp == ' ' && O(i + 1) ? i + 1 : i;
-      if (O(k)) {
-        while (O(k)) ++k;
-        if (!gpt2)
-          while (newline(k)) ++k;
-        emit(k);
-        continue;
-      }
-    }
-    // Whitespace.
-    size_t j = i;
-    while (S(j)) ++j;
-    if (!gpt2) {  // \s*[\r\n]+ : up to the last newline of the run
-      size_t last_nl = SIZE_MAX;
-      for (size_t k = i; k < j; ++k)
-        if (newline(k)) last_nl = k;
-      if (last_nl != SIZE_MAX) {
-        emit(last_nl + 1);
-        continue;
-      }
-    }
-    if (j == n || j - i < 2)
-      emit(j);  // \s+(?!\S) at the end, or a single \s
-    else
-      emit(j - 1);  // leave the last space to prefix the next word
-  }
-  return words;
 }
 
 Tokenizer::Tokenizer(VocabData v) : v_(std::move(v)) {
@@ -383,8 +199,12 @@ Tokenizer::Tokenizer(VocabData v) : v_(std::move(v)) {
         throw Error("tokenizer: malformed BPE merge #" + std::to_string(r) + " '" + printable(m) + "'");
     }
     merge_rank_.build(v_.merges);
+    const std::optional<BpePreInfo> pre = bpe_pre_from_name(v_.pre);
+    if (!pre)
+      throw Error("tokenizer: unknown pre-tokenizer tokenizer.ggml.pre = '" + printable(v_.pre) +
+                  "' (known: " + bpe_pre_known_names() + ")");
+    pre_ = *pre;
   }
-  pre_ = bpe_pre_from_name(v_.pre);
 
   for (int b = 0; b < 256; ++b) {
     const std::string name = v_.kind == TokenizerKind::Spm ? byte_token_name(b)
@@ -476,7 +296,7 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
   const auto& tables = byte_tables();
   std::string mapped, key;
   std::vector<Symbol> sym;
-  for (std::string_view word : bpe_pretokenize(text, pre_)) {
+  for (std::string_view word : bpe_pretokenize(text, pre_.pre)) {
     mapped.clear();
     sym.clear();
     for (char c : word) {  // one symbol per byte, in its printable form
@@ -486,6 +306,12 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
       mapped += u;
     }
     sym.back().next = -1;
+    if (pre_.ignore_merges) {  // Llama 3: a word that is a token stays whole
+      if (const int32_t id = find_token(mapped); id >= 0) {
+        out.push_back(id);
+        continue;
+      }
+    }
     merge_symbols(sym, [&](const Symbol& l, const Symbol& r, double& priority) {
       key.assign(mapped, l.start, l.len);
       key += ' ';
@@ -505,7 +331,7 @@ void Tokenizer::encode_bpe(std::string_view text, std::vector<int32_t>& out) con
       // Not in the vocabulary: fall back to one token per byte.
       for (size_t pos = 0; pos < piece.size();) {
         uint32_t cp;
-        const size_t len = utf8_next(piece, pos, cp);
+        const size_t len = unicode::decode(piece, pos, cp);
         pos += len;
         const int16_t b = cp < 512 ? tables.to_byte[cp] : -1;
         if (b >= 0 && byte_token_[b] >= 0)
@@ -521,7 +347,7 @@ void Tokenizer::encode_spm(std::string_view text, std::vector<int32_t>& out) con
   std::vector<Symbol> sym;
   for (size_t pos = 0; pos < text.size();) {
     uint32_t cp;
-    const size_t len = utf8_next(text, pos, cp);
+    const size_t len = unicode::decode(text, pos, cp);
     const int k = static_cast<int>(sym.size());
     sym.push_back({k - 1, k + 1, static_cast<uint32_t>(pos), static_cast<uint32_t>(len)});
     pos += len;
@@ -567,7 +393,7 @@ std::string Tokenizer::piece(int32_t id) const {
   std::string out;
   for (size_t pos = 0; pos < t.size();) {
     uint32_t cp;
-    const size_t len = utf8_next(t, pos, cp);
+    const size_t len = unicode::decode(t, pos, cp);
     const int16_t b = cp < 512 ? tables.to_byte[cp] : -1;
     if (b >= 0)
       out += static_cast<char>(b);
@@ -606,8 +432,8 @@ VocabData Tokenizer::read_vocab(const GgufFile& f) {
   else if (model == "llama")
     v.kind = TokenizerKind::Spm;
   else
-    fail("unsupported tokenizer model '" + printable(model) +
-         "' (supported: 'gpt2' byte-level BPE, 'llama' SentencePiece)");
+    fail("unsupported tokenizer model tokenizer.ggml.model = '" + printable(model) + "'" +
+         tokenizer_model_note(model) + " (supported: 'gpt2' byte-level BPE, 'llama' SentencePiece)");
   if (!f.has("tokenizer.ggml.tokens")) fail("no vocabulary (tokenizer.ggml.tokens is missing)");
   auto read_strings = [&](const char* key, StringList& out) {
     const GgufArray& a = f.get_arr_str(key);

@@ -1,6 +1,8 @@
 #pragma once
 // Tokenizers stored in GGUF metadata: GPT-2 style byte-level BPE
-// (tokenizer.ggml.model == "gpt2") and SentencePiece (== "llama").
+// (tokenizer.ggml.model == "gpt2", pre-tokenizer from tokenizer.ggml.pre) and
+// SentencePiece (== "llama"). Other types (WordPiece "bert", Unigram "t5", ...)
+// and unknown pre-tokenizers are errors that name them.
 #include <cstdint>
 #include <initializer_list>
 #include <iterator>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "engine/model/pretokenize.h"
 
 namespace vkmoe {
 
@@ -77,23 +80,19 @@ struct VocabData {
   StringList merges;                 // tokenizer.ggml.merges ("a b"), BPE only
   int32_t bos = -1, eos = -1, unk = -1, pad = -1;
   bool add_bos = false;              // tokenizer.ggml.add_bos_token (default: Spm true, Bpe false)
-  std::string pre;                   // tokenizer.ggml.pre ("qwen2", "llama-bpe", "default", ...)
+  std::string pre;                   // tokenizer.ggml.pre ("qwen2", "llama-bpe", "default", ...; "" = default)
   bool add_space_prefix = true;      // tokenizer.ggml.add_space_prefix (SPM only; default true)
   bool operator==(const VocabData&) const = default;
 };
 
-// Pre-tokenizer flavours of byte-level BPE (chosen from tokenizer.ggml.pre).
-enum class BpePre { Gpt2, Llama3 /* digits in runs of <= 3 */, Qwen2 /* single digits */ };
-BpePre bpe_pre_from_name(const std::string& pre);  // unknown names fall back to Gpt2
-// Splits text into pre-tokens (byte ranges of `text`); their concatenation is `text`.
-std::vector<std::string_view> bpe_pretokenize(std::string_view text, BpePre pre);
 // GPT-2 byte -> printable code point mapping, as UTF-8 (e.g. ' ' -> "Ġ").
 const std::string& bpe_byte_to_unicode(uint8_t b);
 
 class Tokenizer {
  public:
   explicit Tokenizer(VocabData v);  // throws Error on an inconsistent vocabulary
-  // Reads tokenizer.ggml.*; throws Error for a missing/unsupported vocabulary.
+  // Reads tokenizer.ggml.*; throws Error for a missing/unsupported vocabulary
+  // (naming an unsupported tokenizer.ggml.model or tokenizer.ggml.pre).
   static VocabData read_vocab(const GgufFile& f);
   static std::unique_ptr<Tokenizer> from_gguf(const GgufFile& f);
 
@@ -125,7 +124,7 @@ class Tokenizer {
   void push_bytes_fallback(std::string_view bytes, std::vector<int32_t>& out) const;
 
   VocabData v_;
-  BpePre pre_ = BpePre::Gpt2;
+  BpePreInfo pre_;  // BPE only
   StringIndex token_id_;    // over v_.tokens
   StringIndex merge_rank_;  // over v_.merges ("left right" -> rank)
   std::vector<int32_t> specials_by_first_byte_[256];     // longest first

@@ -1,0 +1,221 @@
+// llama.cpp-style tokenizer test vectors: for each ggml-vocab-NAME.gguf in the
+// fixtures folder, NAME.gguf.inp holds inputs separated by
+// "\n__ggml_vocab_test__\n" and NAME.gguf.out the expected ids (without BOS),
+// one line per input. The folder is $VKMOE_FIXTURES (the fixtures folder or its
+// vocab/ subfolder) or ../shared/fixtures/vocab beside the repository root,
+// found from this source file's path, the test binary's path or the working
+// directory.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/model/gguf.h"
+#include "engine/model/tokenizer.h"
+
+namespace vkmoe {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSeparator = "\n__ggml_vocab_test__\n";
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+// The vocab fixtures folder, or empty when there is none.
+fs::path fixtures_dir() {
+  if (const char* env = std::getenv("VKMOE_FIXTURES"); env && *env) {
+    const fs::path p(env);
+    return is_dir(p / "vocab") ? p / "vocab" : is_dir(p) ? p : fs::path();
+  }
+  std::vector<fs::path> roots;  // candidate repository roots
+  const fs::path src = fs::path(__FILE__);
+  if (src.is_absolute()) roots.push_back(src.parent_path().parent_path());
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.push_back(exe.parent_path().parent_path());  // build-x/vkmoe_tests
+  const fs::path cwd = fs::current_path(ec);
+  if (!ec) roots.push_back(cwd), roots.push_back(cwd.parent_path());
+  for (const fs::path& r : roots) {
+    const fs::path p = r / ".." / "shared" / "fixtures" / "vocab";
+    if (is_dir(p)) return fs::weakly_canonical(p, ec);
+  }
+  return {};
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + p.string());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Vocabulary names (NAME of ggml-vocab-NAME.gguf) that have .inp and .out files.
+std::vector<std::string> fixture_names() {
+  std::vector<std::string> names;
+  const fs::path dir = fixtures_dir();
+  if (dir.empty()) return {"none"};
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (!f.starts_with("ggml-vocab-") || !f.ends_with(".gguf")) continue;
+    if (!fs::exists(e.path().string() + ".inp") || !fs::exists(e.path().string() + ".out")) continue;
+    names.push_back(f.substr(11, f.size() - 11 - 5));
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty()) names.push_back("none");
+  return names;
+}
+
+std::vector<std::string> split_inputs(const std::string& s) {
+  std::vector<std::string> out;
+  const std::string sep = kSeparator;
+  size_t pos = 0;
+  while (true) {
+    const size_t hit = s.find(sep, pos);
+    if (hit == std::string::npos) break;
+    out.push_back(s.substr(pos, hit - pos));
+    pos = hit + sep.size();
+  }
+  if (pos < s.size()) out.push_back(s.substr(pos));  // no trailing separator
+  return out;
+}
+
+std::vector<std::vector<int32_t>> parse_outputs(const std::string& s) {
+  std::vector<std::vector<int32_t>> out;
+  std::istringstream lines(s);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream ids(line);
+    std::vector<int32_t> v;
+    for (long id; ids >> id;) v.push_back(static_cast<int32_t>(id));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+std::string escaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\\') out += "\\\\";
+    else if (c >= 32 && c != 127) out += static_cast<char>(c);  // UTF-8 passes through
+    else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+std::string join(const std::vector<int32_t>& v) {
+  std::string s;
+  for (int32_t id : v) s += (s.empty() ? "" : " ") + std::to_string(id);
+  return s;
+}
+
+class VocabFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VocabFixture, EncodesEveryInput) {
+  const fs::path dir = fixtures_dir();
+  if (dir.empty())
+    GTEST_SKIP() << "../shared/fixtures/vocab not found (set VKMOE_FIXTURES to the fixtures folder)";
+  if (GetParam() == "none") GTEST_SKIP() << dir.string() << " holds no ggml-vocab-*.gguf with .inp/.out";
+  const std::string base = (dir / ("ggml-vocab-" + GetParam() + ".gguf")).string();
+  const auto file = GgufFile::open(base);
+  std::unique_ptr<Tokenizer> tok;
+  try {
+    tok = Tokenizer::from_gguf(*file);
+  } catch (const Error& e) {
+    // Only BPE and SentencePiece are supported: other types must say which.
+    const std::string model = file->get_str_or("tokenizer.ggml.model", "");
+    ASSERT_NE(model, "gpt2") << e.what();
+    ASSERT_NE(model, "llama") << e.what();
+    EXPECT_NE(std::string(e.what()).find("'" + model + "'"), std::string::npos) << e.what();
+    std::printf("[ vocab    ] %s: unsupported tokenizer type, rejected with: %s\n", GetParam().c_str(), e.what());
+    return;
+  }
+  const std::vector<std::string> inputs = split_inputs(read_all(base + ".inp"));
+  const std::vector<std::vector<int32_t>> expected = parse_outputs(read_all(base + ".out"));
+  ASSERT_EQ(inputs.size(), expected.size()) << base << ": .inp and .out disagree on the number of cases";
+  int passed = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const std::vector<int32_t> got = tok->encode(inputs[k], false);
+    if (got == expected[k]) {
+      ++passed;
+      continue;
+    }
+    ADD_FAILURE() << GetParam() << " case " << k << "\n  input:    \"" << escaped(inputs[k])
+                  << "\"\n  expected: " << join(expected[k]) << "\n  got:      " << join(got);
+  }
+  std::printf("[ vocab    ] %s: %d/%zu cases pass\n", GetParam().c_str(), passed, inputs.size());
+}
+
+std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Vocab, VocabFixture, ::testing::ValuesIn(fixture_names()), param_name);
+
+// Tokenizer types other than BPE ("gpt2") and SentencePiece ("llama"), and
+// unknown pre-tokenizers, are one-line errors that name them.
+void expect_error_naming(const GgufWriter& w, const std::string& what) {
+  const auto f = GgufFile::from_memory(w.to_bytes(), "vocab.gguf");
+  try {
+    Tokenizer::from_gguf(*f);
+    ADD_FAILURE() << "expected an Error naming " << what;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'" + what + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("vocab.gguf"), std::string::npos) << msg;
+  }
+}
+
+GgufWriter small_vocab(const char* model, const char* pre) {
+  GgufWriter w;
+  w.add_str("tokenizer.ggml.model", model);
+  if (pre) w.add_str("tokenizer.ggml.pre", pre);
+  w.add_arr_str("tokenizer.ggml.tokens", {"[UNK]", "a", "b", "ab", "##b"});
+  w.add_arr_f32("tokenizer.ggml.scores", {0.f, 0.f, 0.f, 0.f, 0.f});
+  w.add_arr_str("tokenizer.ggml.merges", {"a b"});
+  return w;
+}
+
+TEST(VocabTypes, UnsupportedTokenizerModelsAreNamed) {
+  for (const char* model : {"bert", "t5", "rwkv", "gemma4", "no_vocab", "ugm"})
+    expect_error_naming(small_vocab(model, nullptr), model);
+}
+
+TEST(VocabTypes, UnknownPreTokenizerIsNamed) {
+  expect_error_naming(small_vocab("gpt2", "not-a-real-pre"), "not-a-real-pre");
+  // Known names and the defaults load.
+  for (const char* pre : {"default", "gpt-2", "llama-bpe", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
+                          "falcon", "starcoder", "refact", "command-r", "mpt"}) {
+    const auto f = GgufFile::from_memory(small_vocab("gpt2", pre).to_bytes(), "vocab.gguf");
+    EXPECT_NO_THROW(Tokenizer::from_gguf(*f)) << pre;
+  }
+  const auto f = GgufFile::from_memory(small_vocab("gpt2", nullptr).to_bytes(), "vocab.gguf");
+  EXPECT_NO_THROW(Tokenizer::from_gguf(*f)) << "a missing tokenizer.ggml.pre means 'default'";
+  const auto spm = GgufFile::from_memory(small_vocab("llama", "default").to_bytes(), "vocab.gguf");
+  EXPECT_NO_THROW(Tokenizer::from_gguf(*spm));
+}
+
+}  // namespace
+}  // namespace vkmoe
