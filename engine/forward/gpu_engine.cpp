@@ -67,24 +67,18 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     }
   }
   offload_ = c_.is_moe() && plan_.mode != PlanMode::Resident;
-  // The largest gate / up / down slice of one expert over the MoE layers.
-  uint64_t gate_max = 1, up_max = 1, down_max = 1;
   for (const auto& l : m.layers())
     if (l.gate_exps)
-      gate_max = std::max(gate_max, uint64_t(l.gate_exps.expert_bytes())),
-      up_max = std::max(up_max, uint64_t(l.up_exps.expert_bytes())),
-      down_max = std::max(down_max, uint64_t(l.down_exps.expert_bytes()));
-  if (offload_) {  // each slot pool is bound whole: keep it within one binding's range
-    const uint64_t biggest = std::max({gate_max, up_max, down_max});
-    plan_.expert_slots_per_layer = int(std::min<uint64_t>(plan_.expert_slots_per_layer, range / biggest));
-    staging_slots_ = int(std::min<uint64_t>(plan_.staging_slots, range / biggest));
-  }
+      for (auto [i, w] : {std::pair{0, &l.gate_exps}, {1, &l.up_exps}, {2, &l.down_exps}})
+        slice_max_[i] = std::max(slice_max_[i], uint64_t(w->expert_bytes()));
+  if (offload_) fit_offload_plan();
+  const int planned_staging = staging_slots_;
   for (int i = 0; i < 8; ++i) recorders_.push_back(std::make_unique<vk::Recorder>(*ctx_));
 
+  // The trunk first: what must be in VRAM; then what can do with less.
   const uint64_t kv_bytes = vk::kv_cache_bytes(kv_type_, uint32_t(n_ctx_), c_.head_dim, c_.n_head_kv);
-  w_ = upload_model(*ctx_, m, !offload_, kv_bytes);
-  const ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
-  act_ = std::make_unique<Activations>(*ctx_, shape);
+  allocate_trunk(kv_bytes, ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_)));
+  if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, parse_gemm(o.gemm));
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });
@@ -103,8 +97,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     pool_ = std::make_unique<ThreadPool>(o.threads);
     prev_route_.assign(c_.n_layer, {});
     predicted_.assign(c_.n_layer, {});
-    cache_ = std::make_unique<ExpertCache>(*ctx_, m, plan_.expert_slots_per_layer,
-                                           plan_.mode == PlanMode::ExpertCache, stats_);
+    allocate_expert_cache();
     host_ids_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot ids");
     const MoeTableLayout table = MoeTableLayout::make(n_ubatch_, uint32_t(K), uint32_t(N));
     for (int h = 0; h < 2; ++h) {
@@ -113,17 +106,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
         host_table_[h][t] = ctx_->create_buffer(table.bytes(), MemoryKind::Upload, "expert table (host)");
     }
     cpu_out_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "CPU expert output");
-    if (staging_slots_ > 0 && n_ubatch_ > 1) {
-      host_experts_ = std::make_unique<HostExperts>(*ctx_, m);
-      for (int h = 0; h < 2; ++h) {
-        staging_[h].gate = ctx_->create_buffer(gate_max * staging_slots_, MemoryKind::Device, "gate expert staging");
-        staging_[h].up = ctx_->create_buffer(up_max * staging_slots_, MemoryKind::Device, "up expert staging");
-        staging_[h].down = ctx_->create_buffer(down_max * staging_slots_, MemoryKind::Device, "down expert staging");
-      }
-      split_costs_.upload_bytes_per_s = measure_upload_rate(*ctx_);
-      calibrate_cpu_experts();
-    }
+    if (staging_slots_ > 0 && n_ubatch_ > 1) allocate_staging();
   }
+  if (!vram_shortfall_.empty()) warn_vram_fallback(planned_staging);
 }
 
 GpuEngine::~GpuEngine() {

@@ -61,6 +61,16 @@ class GpuEngine final : public Engine {
   ExpertView expert_view(int il, int e) const;
   void calibrate_cpu_experts();
 
+  // VRAM with fallbacks (gpu_vram.cpp): when expert buffers do not fit, fewer
+  // slots, then cpu-moe, with one warning line; the trunk must fit.
+  void allocate_trunk(uint64_t kv_bytes, const ActivationShape& shape);
+  void allocate_resident_experts(PlanInput in);
+  void allocate_expert_cache();
+  void allocate_staging();
+  void fit_offload_plan();
+  void vram_shortfall(const vk::OutOfDeviceMemory& e, const char* what, uint64_t planned_bytes);
+  void warn_vram_fallback(int planned_staging) const;
+
   void embed(const int32_t* tokens, uint32_t n);
   vk::Recorder& next_recorder();
   void drop_prepared();
@@ -104,6 +114,8 @@ class GpuEngine final : public Engine {
     vk::Buffer gate, up, down;
   } staging_[2];
   int staging_slots_ = 0;
+  uint64_t slice_max_[3] = {1, 1, 1};  // the largest gate / up / down slice of one expert
+  std::string vram_shortfall_;         // the first expert allocation that failed, for the warning
   std::unique_ptr<vk::Recorder> staging_copies_;  // transfer-queue copies into staging slots
   SplitCosts split_costs_;
   struct PrefillStats {

@@ -11,7 +11,11 @@ using vk::MemoryKind;
 
 class ModelUploader {
  public:
-  ModelUploader(vk::Context& ctx, uint64_t total) : ctx_(ctx), up_(ctx, 64ull << 20, 4), total_(total) {}
+  ModelUploader(vk::Context& ctx, uint64_t total, const char* what)
+      : ctx_(ctx), up_(ctx, 64ull << 20, 4), total_(total), what_(what) {}
+  ~ModelUploader() {
+    if (shown_ >= 0 && !finished_) std::fputc('\n', stderr);  // end an interrupted progress line
+  }
 
   GpuTensor tensor(const Weight& w, const std::string& what) {
     GpuTensor t;
@@ -30,14 +34,15 @@ class ModelUploader {
     }
     done_ += w.t->nbytes;
     const int pct = static_cast<int>(100 * done_ / std::max<uint64_t>(total_, 1));
-    if (progress() && pct != shown_) std::fprintf(stderr, "\ruploading weights to VRAM: %3d%%", shown_ = pct);
+    if (progress() && pct != shown_) std::fprintf(stderr, "\ruploading %s to VRAM: %3d%%", what_, shown_ = pct);
     return t;
   }
 
   void finish() {
     up_.flush().wait();
+    finished_ = true;
     if (progress())
-      std::fprintf(stderr, "\ruploading weights to VRAM: done, %.2f GiB in %.1f s\n", done_ / double(1ull << 30),
+      std::fprintf(stderr, "\ruploading %s to VRAM: done, %.2f GiB in %.1f s\n", what_, done_ / double(1ull << 30),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
   }
 
@@ -46,7 +51,9 @@ class ModelUploader {
   vk::Context& ctx_;
   vk::Uploader up_;
   uint64_t total_, done_ = 0;
+  const char* what_;
   int shown_ = -1;
+  bool finished_ = false;
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
@@ -54,7 +61,7 @@ uint64_t bytes_of(const Weight& w) { return w ? w.t->nbytes : 0; }
 
 }  // namespace
 
-GpuModel upload_model(vk::Context& ctx, const Model& m, bool experts_resident, uint64_t kv_bytes_per_layer) {
+GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer) {
   const ModelConfig& c = m.config();
   uint64_t total = bytes_of(m.output_norm) + bytes_of(m.output);
   for (const LayerWeights& w : m.layers())
@@ -62,13 +69,10 @@ GpuModel upload_model(vk::Context& ctx, const Model& m, bool experts_resident, u
                             &w.ffn_norm, &w.ffn_gate, &w.ffn_up, &w.ffn_down, &w.router, &w.shexp_gate,
                             &w.gate_shexp, &w.up_shexp, &w.down_shexp})
       total += bytes_of(*t);
-  if (experts_resident)
-    for (const LayerWeights& w : m.layers())
-      total += bytes_of(w.gate_exps) + bytes_of(w.up_exps) + bytes_of(w.down_exps);
 
-  ModelUploader up(ctx, total);
-  GpuModel g;
+  GpuModel g;  // declared first: on failure `up` waits for its copies before g's buffers are freed
   g.layers.resize(c.n_layer);
+  ModelUploader up(ctx, total, "weights");
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerWeights& w = m.layers()[il];
     GpuLayer& l = g.layers[il];
@@ -92,11 +96,6 @@ GpuModel upload_model(vk::Context& ctx, const Model& m, bool experts_resident, u
     l.gate_shexp = up.tensor(w.gate_shexp, p + "ffn_gate_shexp");
     l.up_shexp = up.tensor(w.up_shexp, p + "ffn_up_shexp");
     l.down_shexp = up.tensor(w.down_shexp, p + "ffn_down_shexp");
-    if (c.is_moe() && experts_resident) {
-      l.gate_exps = up.tensor(w.gate_exps, p + "ffn_gate_exps");
-      l.up_exps = up.tensor(w.up_exps, p + "ffn_up_exps");
-      l.down_exps = up.tensor(w.down_exps, p + "ffn_down_exps");
-    }
     l.k_cache = ctx.create_buffer(kv_bytes_per_layer, MemoryKind::Device, p + "k cache");
     l.v_cache = ctx.create_buffer(kv_bytes_per_layer, MemoryKind::Device, p + "v cache");
   }
@@ -104,6 +103,27 @@ GpuModel upload_model(vk::Context& ctx, const Model& m, bool experts_resident, u
   g.output = up.tensor(m.output, "output");
   up.finish();
   return g;
+}
+
+void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g) {
+  uint64_t total = 0;
+  for (const LayerWeights& w : m.layers()) total += bytes_of(w.gate_exps) + bytes_of(w.up_exps) + bytes_of(w.down_exps);
+  try {
+    ModelUploader up(ctx, total, "experts");
+    for (size_t il = 0; il < g.layers.size(); ++il) {
+      const LayerWeights& w = m.layers()[il];
+      GpuLayer& l = g.layers[il];
+      const std::string p = "blk." + std::to_string(il) + ".";
+      l.gate_exps = up.tensor(w.gate_exps, p + "ffn_gate_exps");
+      l.up_exps = up.tensor(w.up_exps, p + "ffn_up_exps");
+      l.down_exps = up.tensor(w.down_exps, p + "ffn_down_exps");
+    }
+    up.finish();
+  } catch (...) {  // `up` has waited for its copies
+    for (GpuLayer& l : g.layers)
+      for (GpuTensor* t : {&l.gate_exps, &l.up_exps, &l.down_exps}) *t = GpuTensor{};
+    throw;
+  }
 }
 
 }  // namespace vkmoe

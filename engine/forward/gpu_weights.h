@@ -30,9 +30,12 @@ struct GpuModel {
   GpuTensor output_norm, output;
 };
 
-// Uploads every trunk tensor (and the experts when experts_resident) and
-// allocates a KV cache of kv_bytes_per_layer for each of K and V per layer.
-// Prints progress to stderr when the upload is large.
-GpuModel upload_model(vk::Context& ctx, const Model& m, bool experts_resident, uint64_t kv_bytes_per_layer);
+// Uploads every trunk tensor and allocates a KV cache of kv_bytes_per_layer
+// for each of K and V per layer. Prints progress to stderr when the upload is large.
+GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer);
+// Uploads the routed experts of every MoE layer into g (resident mode). When
+// an allocation fails (vk::OutOfDeviceMemory) it frees what it allocated,
+// waits for its copies and rethrows.
+void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g);
 
 }  // namespace vkmoe

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "engine/vulkan/alloc_fault.h"
 #include "engine/vulkan/shaders.h"
 
 namespace vkmoe::vk {
@@ -599,6 +600,7 @@ void Queue::wait(uint64_t value) const {
 // ---------------------------------------------------------------- Context
 
 std::unique_ptr<Context> Context::create(int device_index, const ContextOptions& opts) {
+  device_alloc_fault_from_env();
   std::unique_ptr<Context> ctx(new Context());
   ctx->init(device_index, opts);
   return ctx;
@@ -794,8 +796,20 @@ Buffer Context::create_buffer(uint64_t bytes, MemoryKind kind, const std::string
   } else {
     bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   }
+  auto out_of_memory = [&](bool injected) {
+    const MemoryBudget mb = memory_budget();
+    const std::string msg = std::string(kind == MemoryKind::Device ? "out of device memory"
+                                                                   : "out of host-visible memory") +
+                            " allocating " + mib(bytes) + " MiB for " + what + " (budget " + mib(mb.free()) +
+                            " MiB free" + (injected ? ", failure injected by VKMOE_FAIL_DEVICE_ALLOC" : "") +
+                            "); lower --vram-budget or close other GPU programs";
+    if (kind == MemoryKind::Device)
+      throw OutOfDeviceMemory(msg, what, bytes, allocated_bytes(MemoryKind::Device), injected);
+    throw Error(msg);
+  };
   Buffer b;
   VkResult r = vkCreateBuffer(device_, &bci, nullptr, &b.buffer_);
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY) out_of_memory(false);
   if (r != VK_SUCCESS) check(r, ("vkCreateBuffer for " + what).c_str());
   b.ctx_ = this;
   b.size_ = bytes;
@@ -829,14 +843,12 @@ Buffer Context::create_buffer(uint64_t bytes, MemoryKind kind, const std::string
     flags.pNext = const_cast<void*>(mai.pNext);
     mai.pNext = &flags;
   }
-  r = vkAllocateMemory(device_, &mai, nullptr, &b.memory_);
-  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY ||
-      r == VK_ERROR_TOO_MANY_OBJECTS) {
-    const MemoryBudget mb = memory_budget();
-    throw Error(std::string(kind == MemoryKind::Device ? "out of device memory" : "out of host-visible memory") +
-                " allocating " + mib(bytes) + " MiB for " + what + " (budget " + mib(mb.free()) +
-                " MiB free); lower --vram-budget or close other GPU programs");
-  }
+  // An injected fault (set_device_alloc_fault) takes the path of a real failure.
+  const bool injected =
+      kind == MemoryKind::Device && device_alloc_fault_fires(allocated_bytes(MemoryKind::Device), bytes);
+  r = injected ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vkAllocateMemory(device_, &mai, nullptr, &b.memory_);
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_TOO_MANY_OBJECTS)
+    out_of_memory(injected);
   check(r, ("vkAllocateMemory for " + what).c_str());
   check(vkBindBufferMemory(device_, b.buffer_, b.memory_, 0), "vkBindBufferMemory");
   if (kind != MemoryKind::Device) {

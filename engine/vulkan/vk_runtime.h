@@ -12,6 +12,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.h"
@@ -109,6 +110,29 @@ enum class MemoryKind {
 
 class Context;
 class Queue;
+
+// Device-local memory ran out (VK_ERROR_OUT_OF_DEVICE_MEMORY, or an injected
+// fault): callers that can do with less VRAM catch this type.
+struct OutOfDeviceMemory : Error {
+  OutOfDeviceMemory(const std::string& msg, std::string buffer, uint64_t bytes, uint64_t in_use, bool injected)
+      : Error(msg), buffer(std::move(buffer)), bytes(bytes), in_use(in_use), injected(injected) {}
+  std::string buffer;   // what the failed allocation was for
+  uint64_t bytes;       // its size
+  uint64_t in_use;      // device memory the Context had allocated then
+  bool injected;        // by set_device_alloc_fault
+};
+
+// Fault injection for tests: device-local allocations (MemoryKind::Device)
+// fail as if the driver returned VK_ERROR_OUT_OF_DEVICE_MEMORY.
+//   "after:N"    the first N device allocations from now on succeed, later ones fail
+//   "over:SIZE"  an allocation fails when it would bring its Context's device
+//                memory in use above SIZE (bytes, or with a K/M/G suffix)
+//   "" / "off"   no injected failures
+// The environment variable VKMOE_FAIL_DEVICE_ALLOC sets it when the first
+// Context is created. Throws Error on a malformed spec.
+void set_device_alloc_fault(const std::string& spec);
+// Device allocations attempted since set_device_alloc_fault last ran.
+uint64_t device_alloc_count();
 
 // A VkBuffer with its own memory. Move-only; freed on destruction.
 // Usage: storage + transfer src/dst, whatever the kind.
@@ -235,8 +259,8 @@ class Context {
   bool has_separate_transfer_queue() const { return transfer_ != nullptr; }
   bool push_descriptors() const { return push_descriptors_; }
 
-  // Throws Error("out of device memory allocating N MiB for <what> ...") on
-  // allocation failure.
+  // Throws OutOfDeviceMemory ("out of device memory allocating N MiB for
+  // <what> ...") when device-local memory runs out, Error on other failures.
   Buffer create_buffer(uint64_t bytes, MemoryKind kind, const std::string& what);
   uint64_t allocated_bytes() const { return allocated_total_.load(); }
   uint64_t allocated_bytes(MemoryKind kind) const;
