@@ -113,7 +113,11 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
 
 GpuEngine::~GpuEngine() {
   cache_.reset();
-  if (ctx_) ctx_->wait_idle();
+  try {
+    if (ctx_) ctx_->wait_idle();
+  } catch (const Error&) {  // a lost device: its queue waits fail at once
+    ctx_->idle_for_teardown();
+  }
 }
 
 void GpuEngine::reset() {

@@ -92,14 +92,21 @@ void ExpertCache::upload_loop() {
       job = jobs_.front();
       jobs_.pop_front();
     }
-    vk::SyncPoint done = upload(job);
-    std::lock_guard<std::mutex> lock(mu_);
-    done_.push_back({job, done});
+    try {
+      vk::SyncPoint done = upload(job);
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.push_back({job, done});
+    } catch (...) {  // e.g. a lost device: drain() rethrows it on the engine's thread
+      std::lock_guard<std::mutex> lock(mu_);
+      error_ = std::current_exception();
+      return;
+    }
   }
 }
 
 void ExpertCache::drain() {
   std::lock_guard<std::mutex> lock(mu_);
+  if (error_) std::rethrow_exception(error_);
   for (auto& [job, done] : done_) filled(job.layer, job.slot, done);
   done_.clear();
 }

@@ -5,6 +5,7 @@
 // lookup/admit touches the policies; the upload thread only copies.
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,7 +43,8 @@ class ExpertCache {
   // device copy recorded in its own command buffer); report with filled().
   std::optional<int> reserve(int il, int expert);
   void filled(int il, int slot, vk::SyncPoint done);
-  // Marks finished background fills as ready.
+  // Marks finished background fills as ready; rethrows what stopped the
+  // background thread (e.g. vk::DeviceLost).
   void drain();
   // Pins the pin_per_layer most frequently used resident experts per layer.
   void pin_hot(int pin_per_layer);
@@ -74,6 +76,7 @@ class ExpertCache {
   std::deque<Job> jobs_;
   std::vector<std::pair<Job, vk::SyncPoint>> done_;
   bool stop_ = false;
+  std::exception_ptr error_;
 };
 
 }  // namespace vkmoe

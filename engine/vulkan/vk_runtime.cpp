@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "engine/vulkan/alloc_fault.h"
+#include "engine/vulkan/device_lost.h"
 #include "engine/vulkan/shaders.h"
 
 namespace vkmoe::vk {
@@ -35,9 +36,11 @@ const char* result_name(VkResult r) {
 
 void check(VkResult r, const char* what) {
   if (r == VK_SUCCESS) return;
-  if (r == VK_ERROR_DEVICE_LOST)
-    throw Error(std::string("Vulkan device lost during ") + what +
-                " (GPU hang, driver reset or out-of-bounds access)");
+  if (r == VK_ERROR_DEVICE_LOST) {
+    mark_device_lost();
+    throw DeviceLost(std::string("Vulkan device lost during ") + what +
+                     " (GPU hang, driver reset or out-of-bounds access)");
+  }
   throw Error(std::string("Vulkan error in ") + what + ": " + result_name(r) + " (" +
               std::to_string(static_cast<int>(r)) + ")");
 }
@@ -590,17 +593,21 @@ void Queue::wait(uint64_t value) const {
   if (value > last_submitted_.load())
     throw Error("internal error: waiting for timeline value " + std::to_string(value) +
                 " that was never submitted");
+  if (device_was_lost()) check(VK_ERROR_DEVICE_LOST, "an earlier command");  // it would never signal
   VkSemaphoreWaitInfo wi{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
   wi.semaphoreCount = 1;
   wi.pSemaphores = &timeline_;
   wi.pValues = &value;
-  check(vkWaitSemaphores(device_, &wi, UINT64_MAX), "vkWaitSemaphores");
+  VkResult r = vkWaitSemaphores(device_, &wi, UINT64_MAX);
+  if (r == VK_SUCCESS && device_lost_fault_fires()) r = VK_ERROR_DEVICE_LOST;
+  check(r, "vkWaitSemaphores");
 }
 
 // ---------------------------------------------------------------- Context
 
 std::unique_ptr<Context> Context::create(int device_index, const ContextOptions& opts) {
   device_alloc_fault_from_env();
+  device_lost_fault_from_env();
   std::unique_ptr<Context> ctx(new Context());
   ctx->init(device_index, opts);
   return ctx;
@@ -998,6 +1005,10 @@ void Context::read_buffer(const Buffer& src, uint64_t offset, void* dst, uint64_
   std::memcpy(dst, staging.data(), bytes);
 }
 
+void Context::idle_for_teardown() noexcept {
+  if (device_) vkDeviceWaitIdle(device_);
+}
+
 void Context::wait_idle() {
   compute_->wait_idle();
   if (transfer_) transfer_->wait_idle();
@@ -1047,6 +1058,7 @@ Recorder::~Recorder() {
   try {
     last_.wait();
   } catch (...) {
+    ctx_.idle_for_teardown();
   }
   if (recording_) vkEndCommandBuffer(cb_);
   for (VkDescriptorPool p : desc_pools_) vkDestroyDescriptorPool(ctx_.device(), p, nullptr);

@@ -134,6 +134,16 @@ void set_device_alloc_fault(const std::string& spec);
 // Device allocations attempted since set_device_alloc_fault last ran.
 uint64_t device_alloc_count();
 
+// The device was lost (VK_ERROR_DEVICE_LOST: GPU hang, driver reset, or an
+// injected fault). Every later queue wait throws it too, at once.
+struct DeviceLost : Error {
+  using Error::Error;
+};
+// Fault injection for tests: "after:N" makes the (N+1)-th queue wait from now
+// on report VK_ERROR_DEVICE_LOST; "" / "off" ends it. The environment variable
+// VKMOE_FAULT_DEVICE_LOST sets it when the first Context is created.
+void set_device_lost_fault(const std::string& spec);
+
 // A VkBuffer with its own memory. Move-only; freed on destruction.
 // Usage: storage + transfer src/dst, whatever the kind.
 class Buffer {
@@ -277,6 +287,9 @@ class Context {
   void read_buffer(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
 
   void wait_idle();  // host wait until all queues are idle
+  // For teardown after an error (e.g. a lost device): vkDeviceWaitIdle,
+  // whatever it returns, so nothing in flight outlives its buffers.
+  void idle_for_teardown() noexcept;
 
   // Internal: used by Recorder.
   PFN_vkCmdPushDescriptorSetKHR push_descriptor_fn() const { return cmd_push_descriptor_; }
