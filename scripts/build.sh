@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS="cmake ninja-build g++ pkg-config libvulkan-dev glslc libshaderc-dev glslang-tools spirv-tools
-      libhwy-dev libgtest-dev libbenchmark-dev mesa-vulkan-drivers"
+      libhwy-dev libgtest-dev libbenchmark-dev mesa-vulkan-drivers libcpp-httplib-dev nlohmann-json3-dev python3 python3-jinja2"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

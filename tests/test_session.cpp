@@ -18,13 +18,13 @@ struct Fixture {
   std::unique_ptr<Tokenizer> tok;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Session> session;
-  explicit Fixture(int n_ctx = 256) {
+  explicit Fixture(int n_ctx = 256, const std::string& backend = "cpu") {
     SynthSpec s;
     s.n_vocab = 512;
     model = Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth"));
     tok = Tokenizer::from_gguf(model->gguf());
     EngineOptions o;
-    o.backend = "cpu";
+    o.backend = backend;
     o.n_ctx = n_ctx;
     engine = make_engine(*model, o);
     session = std::make_unique<Session>(*engine, *tok);
@@ -43,8 +43,10 @@ struct Fixture {
   }
 };
 
-TEST(Session, ContinuingAConversationReusesTheCacheAndMatchesAFreshContext) {
-  Fixture a, fresh;
+class SessionBackend : public testing::TestWithParam<const char*> {};
+
+TEST_P(SessionBackend, ContinuingAConversationReusesTheCacheAndMatchesAFreshContext) {
+  Fixture a(256, GetParam()), fresh(256, GetParam());
   const std::vector<int32_t> turn1 = a.tok->encode("Once upon a time", false);
   const GenerateResult r1 = a.run(turn1, 12);
   EXPECT_EQ(r1.cached_tokens, 0);
@@ -65,6 +67,9 @@ TEST(Session, ContinuingAConversationReusesTheCacheAndMatchesAFreshContext) {
   EXPECT_EQ(r3.cached_tokens, int(turn1.size()) - 1);
   EXPECT_EQ(r3.text, fresh.run(other, 4).text);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, SessionBackend, testing::Values("cpu", "gpu"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST(Session, StopStringsEndTheReplyAndAreNotStreamed) {
   Fixture f;

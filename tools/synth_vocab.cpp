@@ -6,6 +6,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "engine/model/chat_format.h"
 #include "engine/model/gguf.h"
 
 namespace vkmoe {
@@ -198,6 +199,16 @@ VocabData make_synth_vocab(TokenizerKind kind, int n_vocab) {
   return kind == TokenizerKind::Bpe ? make_bpe(n_vocab) : make_spm(n_vocab);
 }
 
+namespace {
+const char* const kSpmChatTemplate =
+    "{{- bos_token -}}\n"
+    "{%- for message in messages -%}\n"
+    "{%- if message['role'] == 'assistant' -%}{{- 'Assistant: ' + message['content'] + eos_token + '\\n' -}}\n"
+    "{%- else -%}{{- message['role'] | capitalize + ': ' + message['content'] + '\\n' -}}{%- endif -%}\n"
+    "{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{- 'Assistant:' -}}{%- endif -%}\n";
+}  // namespace
+
 void add_synth_tokenizer(GgufWriter& w, TokenizerKind kind, int n_vocab) {
   const VocabData v = make_synth_vocab(kind, n_vocab);
   w.add_str("tokenizer.ggml.model", kind == TokenizerKind::Bpe ? "gpt2" : "llama");
@@ -214,6 +225,9 @@ void add_synth_tokenizer(GgufWriter& w, TokenizerKind kind, int n_vocab) {
     if (id >= 0) w.add_u32(key, static_cast<uint32_t>(id));
   w.add_bool("tokenizer.ggml.add_bos_token", v.add_bos);
   if (kind == TokenizerKind::Spm) w.add_bool("tokenizer.ggml.add_space_prefix", v.add_space_prefix);
+  // ChatML over the BPE vocabulary's <|im_start|>/<|im_end|>; plain turns
+  // ended by </s> for SPM.
+  w.add_str("tokenizer.chat_template", kind == TokenizerKind::Bpe ? kChatmlTemplate : kSpmChatTemplate);
 }
 
 }  // namespace vkmoe

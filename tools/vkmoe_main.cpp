@@ -18,7 +18,10 @@
 #include "planner/planner.h"
 #include "tools/bench_cmd.h"
 #include "tools/bench_shaders.h"
+#include "tools/chat_cmd.h"
 #include "tools/cli_args.h"
+#include "tools/command_setup.h"
+#include "tools/serve/serve_cmd.h"
 #include "tools/synth_model.h"
 
 using namespace vkmoe;
@@ -29,6 +32,11 @@ const char* kUsage =
     "usage: vkmoe <command> [options]\n"
     "commands:\n"
     "  run            generate text (no -m: the built-in synthetic MoE model)\n"
+    "  chat           interactive chat with the model's chat template; -sys TEXT, -n N per reply,\n"
+    "                 plus the run options except -p\n"
+    "  serve          OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, ...):\n"
+    "                 --host ADDR (127.0.0.1), --port N (8080; 0: any free), --max-body SIZE (1MiB),\n"
+    "                 --max-queue N (waiting requests, 64), plus -m and the engine options of run\n"
     "  bench          prompt-processing and generation tokens/s, llama-bench style (see below)\n"
     "  info           Vulkan devices (and a summary of the -m model)\n"
     "  plan           where each tensor goes for a VRAM budget; takes -m, --set, --preset, -c,\n"
@@ -66,110 +74,20 @@ const char* kUsage =
     "  -r, --repetitions N    timed runs per test (default 5)\n"
     "  -o, --output FORMAT    md (default), json, jsonl or csv (with all samples)\n";
 
-constexpr long long kMaxTokens = 1 << 30, kMaxThreads = 1024;
-
-// The options of each command (see kUsage).
-const std::vector<OptionSpec> kModelOptions = {{"model", "-m"}, {"set"}, {"preset"}};
-const std::vector<OptionSpec> kEngineOptions = {
-    {"ctx", "-c"}, {"ubatch-size", "-ub"}, {"kv-type"}, {"gemm"}, {"backend"}, {"device"}, {"vram-budget"},
-    {"moe-mode"}, {"pin-experts"}, {"predict-prefetch", "", true}, {"expert-stats", "", true},
-    {"cpu-q8", "", true}, {"threads", "-t"}};
-const std::vector<OptionSpec> kRunOptions = {{"prompt", "-p"}, {"n-predict", "-n"}, {"temp"}, {"top-k"},
-                                             {"top-p"}, {"min-p"}, {"repeat-penalty"}, {"seed"}};
+// The options of each command (see kUsage); the shared ones are in command_setup.h.
+const std::vector<OptionSpec> kRunOptions = {{"prompt", "-p"}, {"n-predict", "-n"}};
 const std::vector<OptionSpec> kBenchOptions = {{"n-prompt", "-p"}, {"n-gen", "-n"}, {"pg", "-pg"},
                                                {"n-depth", "-d"}, {"repetitions", "-r"}, {"output", "-o"}};
 const std::vector<OptionSpec> kPlanOptions = {{"ctx", "-c"}, {"device"}, {"vram-budget"},
                                               {"moe-mode"}, {"pin-experts"}, {"capacity-ratio"}};
 const std::vector<OptionSpec> kSynthOptions = {{"output", "-o"}, {"set"}, {"preset"}};
 
-std::vector<OptionSpec> operator+(std::vector<OptionSpec> a, const std::vector<OptionSpec>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// The built-in model of `run`/`bench` without -m.
-SynthSpec builtin_spec() {
-  SynthSpec s;
-  s.n_layer = 4;
-  s.n_expert = 16;
-  s.n_expert_used = 4;
-  s.n_vocab = 2048;
-  return s;
-}
-
-// `base`, or --preset, with the --set overrides applied.
-SynthSpec spec_from_args(const Args& a, SynthSpec base) {
-  if (a.get("preset") == "qwen3-30b-a3b") base = SynthSpec::qwen3_30b_a3b();
-  else if (a.has("preset")) throw Error("unknown preset '" + a.get("preset") + "' (qwen3-30b-a3b)");
-  apply_synth_overrides(base, a.get("set"));
-  return base;
-}
-
-std::unique_ptr<Model> load_model(const Args& a) {
-  std::string path = a.get("model");
-  if (!path.empty()) {
-    std::fprintf(stderr, "loading %s\n", path.c_str());
-    return Model::load(path);
-  }
-  SynthSpec s = spec_from_args(a, builtin_spec());
-  std::fprintf(stderr, "no -m given: using the built-in synthetic model (%s)\n", describe(s).c_str());
-  return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "<built-in synthetic model>"));
-}
-
-int context_size(const Args& a, const Model& m) {
-  return static_cast<int>(std::min<long long>(a.num("ctx", 4096, 1, kMaxTokens), m.config().n_ctx_train));
-}
-
-int device_index(const Args& a) { return static_cast<int>(a.num("device", -1, 0, INT_MAX)); }
-
-// --vram-budget; absent or 0: the device's free memory.
-uint64_t vram_budget(const Args& a) { return a.has("vram-budget") ? parse_size(a.get("vram-budget")) : 0; }
-
-EngineOptions engine_options(const Args& a, const Model& m) {
-  EngineOptions o;
-  o.backend = a.get("backend", "gpu");
-  o.n_ctx = context_size(a, m);
-  o.device = device_index(a);
-  o.vram_budget = vram_budget(a);
-  o.mode = parse_plan_mode(a.get("moe-mode", "auto"));
-  o.predict_prefetch = a.has("predict-prefetch");
-  o.expert_stats = a.has("expert-stats");
-  o.threads = static_cast<int>(a.num("threads", 0, 1, kMaxThreads));
-  o.cpu_q8 = a.has("cpu-q8");
-  o.pin_per_layer = static_cast<int>(a.num("pin-experts", 0, 0, INT_MAX));
-  o.n_ubatch = static_cast<int>(a.num("ubatch-size", o.n_ubatch, 1, 1 << 20));
-  o.kv_type = a.get("kv-type", o.kv_type);
-  if (o.kv_type != "f16" && o.kv_type != "f32" && o.kv_type != "q8_0")
-    throw Error("--kv-type must be f16, f32 or q8_0, got '" + o.kv_type + "'");
-  o.gemm = a.get("gemm", o.gemm);
-  if (!vk::gemm_path_by_name(o.gemm))
-    throw Error("--gemm must be one of " + std::string(vk::kGemmPathNames) + ", got '" + o.gemm + "'");
-  return o;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-void print_model(const Model& m) {
-  const ModelConfig& c = m.config();
-  std::printf("model: %s, %d layers, embd %d, heads %d/%d x %d, vocab %d", arch_name(c.arch), c.n_layer,
-              c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_vocab);
-  if (c.is_moe()) std::printf(", experts %d/%d x ff %d", c.n_expert_used, c.n_expert, c.n_ff_exp);
-  else std::printf(", ff %d", c.n_ff);
-  if (c.n_ff_shexp) std::printf(", shared expert ff %d", c.n_ff_shexp);
-  std::printf("\n");
-}
-
 int cmd_run(const Args& a) {
-  SamplerParams sp;
-  sp.temperature = static_cast<float>(a.real("temp", 0.0, 0, 1e6));
-  sp.top_k = static_cast<int>(a.num("top-k", 40, 0, INT_MAX));
-  sp.top_p = static_cast<float>(a.real("top-p", 0.95, 0, 1));
-  sp.min_p = static_cast<float>(a.real("min-p", 0.0, 0, 1));
-  sp.repeat_penalty = static_cast<float>(a.real("repeat-penalty", 1.0, 1e-3, 1e3));
-  sp.seed = static_cast<uint64_t>(a.num("seed", 0, 0, LLONG_MAX));
-  Sampler sampler(sp);
+  Sampler sampler(sampler_params(a));
   const std::string prompt = a.get("prompt", "Once upon a time");
   const long n_predict = static_cast<long>(a.num("n-predict", 32, 0, kMaxTokens));
   auto model = load_model(a);
@@ -180,7 +98,7 @@ int cmd_run(const Args& a) {
   if (static_cast<long>(ids.size()) + n_predict > engine->n_ctx())
     throw Error("prompt (" + std::to_string(ids.size()) + " tokens) + -n " + std::to_string(n_predict) +
                 " exceeds the context of " + std::to_string(engine->n_ctx()) + "; raise --ctx");
-  std::fprintf(stderr, "backend: %s\n", engine->describe().c_str());
+  print_startup_summary(*model, *engine);
   std::printf("%s", prompt.c_str());
   std::fflush(stdout);
   auto t0 = std::chrono::steady_clock::now();
@@ -278,7 +196,9 @@ int main(int argc, char** argv) {
       const char* name;
       std::vector<OptionSpec> options;
       int (*run)(const Args&);
-    } commands[] = {{"run", kModelOptions + kEngineOptions + kRunOptions, cmd_run},
+    } commands[] = {{"run", kModelOptions + kEngineOptions + kSamplingOptions + kRunOptions, cmd_run},
+                    {"chat", kModelOptions + kEngineOptions + kSamplingOptions + kChatOptions, cmd_chat},
+                    {"serve", kModelOptions + kEngineOptions + kServeOptions, cmd_serve},
                     {"bench", kModelOptions + kEngineOptions + kBenchOptions, cmd_bench},
                     {"info", {{"model", "-m"}}, cmd_info},
                     {"plan", kModelOptions + kPlanOptions, cmd_plan},
