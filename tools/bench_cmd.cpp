@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "tools/cli_args.h"
+#include "tools/command_setup.h"
 
 namespace vkmoe {
 
@@ -353,6 +354,7 @@ void run_bench(const Model& m, const EngineOptions& o, const BenchParams& p) {
   const std::vector<TestCase> tests = test_cases(p);
   if (p.repetitions < 1) throw Error("-r/--repetitions must be at least 1, got " + std::to_string(p.repetitions));
   auto engine = make_engine(m, o);
+  print_startup_summary(m, *engine);
   Context c{p, o, summarize(m), engine->describe(), "", engine->vram_bytes()};
   c.moe = engine->moe_mode();
   Printer printer(c);
