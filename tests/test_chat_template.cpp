@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "engine/model/template/chat_template.h"
+#include "tests/fixtures.h"
 
 namespace vkmoe {
 namespace {
@@ -257,39 +258,7 @@ constexpr const char* kTools = R"JSON(
 
 constexpr const char* kNow = "2025-03-14T09:26:53";  // strftime_now() in both renderers
 
-bool is_dir(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec);
-}
-
 fs::path source_root() { return fs::path(__FILE__).parent_path().parent_path(); }
-
-// The chat-templates fixtures folder, or empty when there is none.
-fs::path fixtures_dir() {
-  if (const char* env = std::getenv("VKMOE_FIXTURES"); env && *env) {
-    const fs::path p(env);
-    return is_dir(p / "chat-templates") ? p / "chat-templates" : is_dir(p) ? p : fs::path();
-  }
-  std::vector<fs::path> roots;
-  if (fs::path(__FILE__).is_absolute()) roots.push_back(source_root());
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) roots.push_back(exe.parent_path().parent_path());
-  const fs::path cwd = fs::current_path(ec);
-  if (!ec) roots.push_back(cwd), roots.push_back(cwd.parent_path());
-  for (const fs::path& r : roots) {
-    const fs::path p = r / ".." / "shared" / "fixtures" / "chat-templates";
-    if (is_dir(p)) return fs::weakly_canonical(p, ec);
-  }
-  return {};
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 std::string run_capture(const std::string& cmd, int& status) {
   std::string out;
@@ -320,7 +289,7 @@ std::string first_difference(const std::string& want, const std::string& got) {
 }
 
 TEST(ChatTemplateFixtures, MatchJinja2) {
-  const fs::path dir = fixtures_dir();
+  const fs::path dir = test::fixtures_dir("chat-templates");
   if (dir.empty()) GTEST_SKIP() << "../shared/fixtures/chat-templates not found (set VKMOE_FIXTURES)";
   if (std::system("python3 -c 'import jinja2' >/dev/null 2>&1") != 0)
     GTEST_SKIP() << "python3 with jinja2 is not available (apt-get install python3-jinja2)";
@@ -366,7 +335,7 @@ TEST(ChatTemplateFixtures, MatchJinja2) {
     std::optional<ChatTemplate> tpl;
     std::string parse_error;
     try {
-      tpl = ChatTemplate::parse(read_all(templates[ti]));
+      tpl = ChatTemplate::parse(test::read_file(templates[ti]));
       tpl->set_now(now);
     } catch (const Error& e) {
       parse_error = e.what();

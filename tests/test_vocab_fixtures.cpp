@@ -18,6 +18,7 @@
 
 #include "engine/model/gguf.h"
 #include "engine/model/tokenizer.h"
+#include "tests/fixtures.h"
 
 namespace vkmoe {
 namespace {
@@ -26,44 +27,11 @@ namespace fs = std::filesystem;
 
 constexpr const char* kSeparator = "\n__ggml_vocab_test__\n";
 
-bool is_dir(const fs::path& p) {
-  std::error_code ec;
-  return fs::is_directory(p, ec);
-}
-
-// The vocab fixtures folder, or empty when there is none.
-fs::path fixtures_dir() {
-  if (const char* env = std::getenv("VKMOE_FIXTURES"); env && *env) {
-    const fs::path p(env);
-    return is_dir(p / "vocab") ? p / "vocab" : is_dir(p) ? p : fs::path();
-  }
-  std::vector<fs::path> roots;  // candidate repository roots
-  const fs::path src = fs::path(__FILE__);
-  if (src.is_absolute()) roots.push_back(src.parent_path().parent_path());
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) roots.push_back(exe.parent_path().parent_path());  // build-x/vkmoe_tests
-  const fs::path cwd = fs::current_path(ec);
-  if (!ec) roots.push_back(cwd), roots.push_back(cwd.parent_path());
-  for (const fs::path& r : roots) {
-    const fs::path p = r / ".." / "shared" / "fixtures" / "vocab";
-    if (is_dir(p)) return fs::weakly_canonical(p, ec);
-  }
-  return {};
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + p.string());
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Vocabulary names (NAME of ggml-vocab-NAME.gguf) that have .inp and .out files.
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
-  const fs::path dir = fixtures_dir();
+  const fs::path dir = test::fixtures_dir("vocab");
   if (dir.empty()) return {"none"};
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
@@ -130,7 +98,7 @@ std::string join(const std::vector<int32_t>& v) {
 class VocabFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VocabFixture, EncodesEveryInput) {
-  const fs::path dir = fixtures_dir();
+  const fs::path dir = test::fixtures_dir("vocab");
   if (dir.empty())
     GTEST_SKIP() << "../shared/fixtures/vocab not found (set VKMOE_FIXTURES to the fixtures folder)";
   if (GetParam() == "none") GTEST_SKIP() << dir.string() << " holds no ggml-vocab-*.gguf with .inp/.out";
@@ -148,8 +116,8 @@ TEST_P(VocabFixture, EncodesEveryInput) {
     std::printf("[ vocab    ] %s: unsupported tokenizer type, rejected with: %s\n", GetParam().c_str(), e.what());
     return;
   }
-  const std::vector<std::string> inputs = split_inputs(read_all(base + ".inp"));
-  const std::vector<std::vector<int32_t>> expected = parse_outputs(read_all(base + ".out"));
+  const std::vector<std::string> inputs = split_inputs(test::read_file(base + ".inp"));
+  const std::vector<std::vector<int32_t>> expected = parse_outputs(test::read_file(base + ".out"));
   ASSERT_EQ(inputs.size(), expected.size()) << base << ": .inp and .out disagree on the number of cases";
   int passed = 0;
   for (size_t k = 0; k < inputs.size(); ++k) {
