@@ -38,7 +38,7 @@ Cat category(uint32_t cp) {
   return cp < 256 ? latin1.cat[cp] : lookup(cp);
 }
 
-size_t decode(std::string_view s, size_t pos, uint32_t& cp) {
+size_t decode(std::string_view s, size_t pos, uint32_t& cp, uint32_t malformed_base) {
   const auto b0 = static_cast<uint8_t>(s[pos]);
   const size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
   if (len == 1) {
@@ -46,14 +46,14 @@ size_t decode(std::string_view s, size_t pos, uint32_t& cp) {
     return 1;
   }
   if (len == 0 || pos + len > s.size()) {
-    cp = 0x110000 + b0;
+    cp = malformed_base + b0;
     return 1;
   }
   uint32_t c = b0 & (0x7F >> len);
   for (size_t k = 1; k < len; ++k) {
     const auto b = static_cast<uint8_t>(s[pos + k]);
     if ((b & 0xC0) != 0x80) {
-      cp = 0x110000 + b0;
+      cp = malformed_base + b0;
       return 1;
     }
     c = (c << 6) | (b & 0x3F);

@@ -17,8 +17,10 @@ enum class Cat : uint8_t { Other = 0, Letter = 1, Mark = 2, Number = 3, Punct = 
 Cat category(uint32_t cp);
 
 // Decodes one UTF-8 sequence at s[pos] and returns its byte length. A malformed
-// byte decodes alone to 0x110000 + byte (category Other), so every byte stays covered.
-size_t decode(std::string_view s, size_t pos, uint32_t& cp);
+// byte decodes alone to malformed_base + byte; the default 0x110000 + byte is
+// category Other, so every byte stays covered.
+constexpr uint32_t kMalformedBase = 0x110000;
+size_t decode(std::string_view s, size_t pos, uint32_t& cp, uint32_t malformed_base = kMalformedBase);
 void append_utf8(std::string& out, uint32_t cp);
 
 }  // namespace vkmoe::unicode

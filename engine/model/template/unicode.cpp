@@ -1,40 +1,16 @@
 #include "engine/model/template/unicode.h"
 
+#include "engine/model/unicode.h"
+
 namespace vkmoe::jinja {
 
-size_t utf8_decode(std::string_view s, size_t pos, uint32_t& cp) {
-  const auto b0 = static_cast<uint8_t>(s[pos]);
-  const size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
-  if (len == 1) return cp = b0, 1;
-  if (len == 0 || pos + len > s.size()) return cp = 0xDC00 + b0, 1;
-  uint32_t c = b0 & (0x7F >> len);
-  for (size_t k = 1; k < len; ++k) {
-    const auto b = static_cast<uint8_t>(s[pos + k]);
-    if ((b & 0xC0) != 0x80) return cp = 0xDC00 + b0, 1;
-    c = (c << 6) | (b & 0x3F);
-  }
-  cp = c;
-  return len;
-}
+size_t utf8_decode(std::string_view s, size_t pos, uint32_t& cp) { return unicode::decode(s, pos, cp, 0xDC00); }
 
 void utf8_append(std::string& out, uint32_t cp) {
-  if (cp >= 0xDC80 && cp <= 0xDCFF) {  // an undecodable byte, kept as it came
+  if (cp >= 0xDC80 && cp <= 0xDCFF)  // an undecodable byte, kept as it came
     out += static_cast<char>(cp - 0xDC00);
-  } else if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
+  else
+    unicode::append_utf8(out, cp);
 }
 
 std::vector<uint32_t> utf8_code_points(std::string_view s) {
