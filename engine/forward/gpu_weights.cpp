@@ -59,43 +59,67 @@ class ModelUploader {
 
 uint64_t bytes_of(const Weight& w) { return w ? w.t->nbytes : 0; }
 
+// A per-layer tensor: where it is in the model, where it goes, its name after "blk.N.".
+struct LayerTensor {
+  Weight LayerWeights::*src;
+  GpuTensor GpuLayer::*dst;
+  const char* name;
+};
+constexpr LayerTensor kTrunkTensors[] = {
+    {&LayerWeights::attn_norm, &GpuLayer::attn_norm, "attn_norm"},
+    {&LayerWeights::wq, &GpuLayer::wq, "attn_q"},
+    {&LayerWeights::wk, &GpuLayer::wk, "attn_k"},
+    {&LayerWeights::wv, &GpuLayer::wv, "attn_v"},
+    {&LayerWeights::wo, &GpuLayer::wo, "attn_output"},
+    {&LayerWeights::bq, &GpuLayer::bq, "attn_q.bias"},
+    {&LayerWeights::bk, &GpuLayer::bk, "attn_k.bias"},
+    {&LayerWeights::bv, &GpuLayer::bv, "attn_v.bias"},
+    {&LayerWeights::q_norm, &GpuLayer::q_norm, "attn_q_norm"},
+    {&LayerWeights::k_norm, &GpuLayer::k_norm, "attn_k_norm"},
+    {&LayerWeights::ffn_norm, &GpuLayer::ffn_norm, "ffn_norm"},
+    {&LayerWeights::ffn_gate, &GpuLayer::ffn_gate, "ffn_gate"},
+    {&LayerWeights::ffn_up, &GpuLayer::ffn_up, "ffn_up"},
+    {&LayerWeights::ffn_down, &GpuLayer::ffn_down, "ffn_down"},
+    {&LayerWeights::router, &GpuLayer::router, "ffn_gate_inp"},
+    {&LayerWeights::shexp_gate, &GpuLayer::shexp_gate, "ffn_gate_inp_shexp"},
+    {&LayerWeights::gate_shexp, &GpuLayer::gate_shexp, "ffn_gate_shexp"},
+    {&LayerWeights::up_shexp, &GpuLayer::up_shexp, "ffn_up_shexp"},
+    {&LayerWeights::down_shexp, &GpuLayer::down_shexp, "ffn_down_shexp"},
+};
+constexpr LayerTensor kExpertTensors[] = {
+    {&LayerWeights::gate_exps, &GpuLayer::gate_exps, "ffn_gate_exps"},
+    {&LayerWeights::up_exps, &GpuLayer::up_exps, "ffn_up_exps"},
+    {&LayerWeights::down_exps, &GpuLayer::down_exps, "ffn_down_exps"},
+};
+
+template <size_t N>
+uint64_t layer_bytes(const Model& m, const LayerTensor (&table)[N]) {
+  uint64_t total = 0;
+  for (const LayerWeights& w : m.layers())
+    for (const LayerTensor& t : table) total += bytes_of(w.*t.src);
+  return total;
+}
+
+// Uploads layer il's tensors of `table` into l.
+template <size_t N>
+void upload_layer(ModelUploader& up, const LayerWeights& w, int il, GpuLayer& l, const LayerTensor (&table)[N]) {
+  const std::string p = "blk." + std::to_string(il) + ".";
+  for (const LayerTensor& t : table) l.*t.dst = up.tensor(w.*t.src, p + t.name);
+}
+
 }  // namespace
 
 GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer) {
   const ModelConfig& c = m.config();
-  uint64_t total = bytes_of(m.output_norm) + bytes_of(m.output);
-  for (const LayerWeights& w : m.layers())
-    for (const Weight* t : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.bq, &w.bk, &w.bv, &w.q_norm, &w.k_norm,
-                            &w.ffn_norm, &w.ffn_gate, &w.ffn_up, &w.ffn_down, &w.router, &w.shexp_gate,
-                            &w.gate_shexp, &w.up_shexp, &w.down_shexp})
-      total += bytes_of(*t);
+  const uint64_t total = bytes_of(m.output_norm) + bytes_of(m.output) + layer_bytes(m, kTrunkTensors);
 
   GpuModel g;  // declared first: on failure `up` waits for its copies before g's buffers are freed
   g.layers.resize(c.n_layer);
   ModelUploader up(ctx, total, "weights");
   for (int il = 0; il < c.n_layer; ++il) {
-    const LayerWeights& w = m.layers()[il];
     GpuLayer& l = g.layers[il];
+    upload_layer(up, m.layers()[il], il, l, kTrunkTensors);
     const std::string p = "blk." + std::to_string(il) + ".";
-    l.attn_norm = up.tensor(w.attn_norm, p + "attn_norm");
-    l.wq = up.tensor(w.wq, p + "attn_q");
-    l.wk = up.tensor(w.wk, p + "attn_k");
-    l.wv = up.tensor(w.wv, p + "attn_v");
-    l.wo = up.tensor(w.wo, p + "attn_output");
-    l.bq = up.tensor(w.bq, p + "attn_q.bias");
-    l.bk = up.tensor(w.bk, p + "attn_k.bias");
-    l.bv = up.tensor(w.bv, p + "attn_v.bias");
-    l.q_norm = up.tensor(w.q_norm, p + "attn_q_norm");
-    l.k_norm = up.tensor(w.k_norm, p + "attn_k_norm");
-    l.ffn_norm = up.tensor(w.ffn_norm, p + "ffn_norm");
-    l.ffn_gate = up.tensor(w.ffn_gate, p + "ffn_gate");
-    l.ffn_up = up.tensor(w.ffn_up, p + "ffn_up");
-    l.ffn_down = up.tensor(w.ffn_down, p + "ffn_down");
-    l.router = up.tensor(w.router, p + "ffn_gate_inp");
-    l.shexp_gate = up.tensor(w.shexp_gate, p + "ffn_gate_inp_shexp");
-    l.gate_shexp = up.tensor(w.gate_shexp, p + "ffn_gate_shexp");
-    l.up_shexp = up.tensor(w.up_shexp, p + "ffn_up_shexp");
-    l.down_shexp = up.tensor(w.down_shexp, p + "ffn_down_shexp");
     l.k_cache = ctx.create_buffer(kv_bytes_per_layer, MemoryKind::Device, p + "k cache");
     l.v_cache = ctx.create_buffer(kv_bytes_per_layer, MemoryKind::Device, p + "v cache");
   }
@@ -106,22 +130,14 @@ GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_la
 }
 
 void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g) {
-  uint64_t total = 0;
-  for (const LayerWeights& w : m.layers()) total += bytes_of(w.gate_exps) + bytes_of(w.up_exps) + bytes_of(w.down_exps);
   try {
-    ModelUploader up(ctx, total, "experts");
-    for (size_t il = 0; il < g.layers.size(); ++il) {
-      const LayerWeights& w = m.layers()[il];
-      GpuLayer& l = g.layers[il];
-      const std::string p = "blk." + std::to_string(il) + ".";
-      l.gate_exps = up.tensor(w.gate_exps, p + "ffn_gate_exps");
-      l.up_exps = up.tensor(w.up_exps, p + "ffn_up_exps");
-      l.down_exps = up.tensor(w.down_exps, p + "ffn_down_exps");
-    }
+    ModelUploader up(ctx, layer_bytes(m, kExpertTensors), "experts");
+    for (size_t il = 0; il < g.layers.size(); ++il)
+      upload_layer(up, m.layers()[il], int(il), g.layers[il], kExpertTensors);
     up.finish();
   } catch (...) {  // `up` has waited for its copies
     for (GpuLayer& l : g.layers)
-      for (GpuTensor* t : {&l.gate_exps, &l.up_exps, &l.down_exps}) *t = GpuTensor{};
+      for (const LayerTensor& t : kExpertTensors) l.*t.dst = GpuTensor{};
     throw;
   }
 }
