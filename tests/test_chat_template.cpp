@@ -22,6 +22,7 @@
 
 #include "engine/model/template/chat_template.h"
 #include "tests/fixtures.h"
+#include "tests/test_util.h"
 
 namespace vkmoe {
 namespace {
@@ -313,7 +314,7 @@ TEST(ChatTemplateFixtures, MatchJinja2) {
   }
   json req = {{"now", kNow}, {"templates", json::array()}, {"cases", cases}};
   for (const auto& p : templates) req["templates"].push_back(p.string());
-  const fs::path req_path = fs::temp_directory_path() / ("vkmoe_chat_template_" + std::to_string(getpid()) + ".json");
+  const fs::path req_path = test::temp_path("vkmoe_chat_template", ".json");
   std::ofstream(req_path) << req.dump();
   int status = 0;
   const std::string resp_text =

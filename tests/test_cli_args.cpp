@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "cpu/thread_pool.h"
+#include "tests/test_util.h"
 #include "tools/cli_args.h"
 #include "tools/synth_model.h"
 
@@ -128,9 +129,7 @@ TEST(SynthWrite, FailedWriteLeavesNoTempFile) {
   s.n_vocab = 512;
   // attn_q of 256 x 2^51 Q4_K: its 2^58-byte buffer can never be allocated.
   apply_synth_overrides(s, "n_head=67108864,head_dim=33554432");
-  const std::string path = (std::filesystem::temp_directory_path() /
-                            ("vkmoe_synth_fail_" + std::to_string(getpid()) + ".gguf"))
-                               .string();
+  const std::string path = test::temp_path("vkmoe_synth_fail", ".gguf");
   EXPECT_ANY_THROW(write_synth_model(s, path));
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   EXPECT_FALSE(std::filesystem::exists(path));

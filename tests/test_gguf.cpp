@@ -12,18 +12,12 @@
 #include <random>
 
 #include "engine/model/gguf.h"
+#include "tests/test_util.h"
 
 namespace vkmoe {
 namespace {
 
 uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
-
-std::string temp_path(const std::string& stem) {
-  static std::mt19937_64 rng(fresh_seed());
-  return (std::filesystem::temp_directory_path() /
-          (stem + "_" + std::to_string(getpid()) + "_" + std::to_string(rng()) + ".gguf"))
-      .string();
-}
 
 std::vector<uint8_t> random_bytes(std::mt19937_64& rng, size_t n) {
   std::vector<uint8_t> v(n);
@@ -254,7 +248,7 @@ TEST(GgufRoundTrip, TensorsByteForByteThroughFile) {
     datas.push_back(random_bytes(rng, row_bytes(s.type, s.ne[0]) * rows));
     w.add_tensor(s.name, s.ne, s.type, datas.back());
   }
-  const std::string path = temp_path("gguf_tensors");
+  const std::string path = test::temp_path("gguf_tensors", ".gguf");
   w.write(path);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   auto f = GgufFile::open(path);
@@ -563,15 +557,15 @@ TEST(GgufReader, TypedGetters) {
 }
 
 TEST(GgufReader, OpenErrors) {
-  const std::string missing = temp_path("gguf_missing");
+  const std::string missing = test::temp_path("gguf_missing", ".gguf");
   expect_error([&] { GgufFile::open(missing); }, {missing + ": cannot open"});
   expect_error([&] { GgufFile::open(std::filesystem::temp_directory_path().string()); },
                {"not a regular file"});
-  const std::string empty = temp_path("gguf_empty");
+  const std::string empty = test::temp_path("gguf_empty", ".gguf");
   std::ofstream(empty).close();
   expect_error([&] { GgufFile::open(empty); }, {empty + ": empty file"});
   std::filesystem::remove(empty);
-  const std::string bad = temp_path("gguf_bad");
+  const std::string bad = test::temp_path("gguf_bad", ".gguf");
   std::ofstream(bad) << "GGJT and some more bytes";
   expect_error([&] { GgufFile::open(bad); }, {bad + ": not a GGUF file"});
   std::filesystem::remove(bad);
@@ -601,10 +595,10 @@ TEST(GgufWriter, RejectsInvalidInput) {
   expect_error([&] { GgufArray::of_ints(GgufType::FLOAT32, {1}); }, {"float32", "not an integer type"});
   EXPECT_FALSE(parse(w.to_bytes())->has("v"));
 
-  const std::string dir_missing = temp_path("gguf_nodir") + "/x.gguf";
+  const std::string dir_missing = test::temp_path("gguf_nodir", ".gguf") + "/x.gguf";
   expect_error([&] { w.write(dir_missing); }, {dir_missing});
   // write() replaces an existing file and leaves no temporary behind.
-  const std::string path = temp_path("gguf_replace");
+  const std::string path = test::temp_path("gguf_replace", ".gguf");
   std::ofstream(path) << "old";
   w.write(path);
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));

@@ -23,13 +23,6 @@
 namespace vkmoe {
 namespace {
 
-std::string temp_path(const std::string& stem) {
-  static std::mt19937_64 rng(std::random_device{}());
-  return (std::filesystem::temp_directory_path() /
-          (stem + "_" + std::to_string(getpid()) + "_" + std::to_string(rng())))
-      .string();
-}
-
 std::vector<uint8_t> synth_bytes(const std::string& overrides) {
   SynthSpec s;
   s.n_vocab = 512;
@@ -93,7 +86,7 @@ TEST(HostileInput, ExpertNamedTensorsOutsideBlocksArePlannedAsTrunk) {
 }
 
 TEST(HostileInputDeathTest, FifoIsRefusedWithoutBlocking) {
-  const std::string path = temp_path("vkmoe_fifo");
+  const std::string path = test::temp_path("vkmoe_fifo");
   ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
   EXPECT_EXIT(
       {
@@ -111,7 +104,7 @@ TEST(HostileInputDeathTest, FifoIsRefusedWithoutBlocking) {
 }
 
 TEST(HostileInputDeathTest, FileTruncatedWhileMappedEndsWithAMessage) {
-  const std::string path = temp_path("vkmoe_truncated") + ".gguf";
+  const std::string path = test::temp_path("vkmoe_truncated", ".gguf");
   SynthSpec s;
   s.n_vocab = 512;
   write_synth_model(s, path);

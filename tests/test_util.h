@@ -1,9 +1,13 @@
 #pragma once
 // Helpers shared by the tests.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -22,6 +26,14 @@ inline std::unique_ptr<Model> synth(const std::string& overrides, uint64_t seed)
   s.seed = seed;
   apply_synth_overrides(s, overrides);
   return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + overrides));
+}
+
+// A fresh path in the temporary directory: stem, process id, a random number, ext.
+inline std::string temp_path(const std::string& stem, const std::string& ext = "") {
+  static std::mt19937_64 rng((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());
+  return (std::filesystem::temp_directory_path() /
+          (stem + "_" + std::to_string(getpid()) + "_" + std::to_string(rng()) + ext))
+      .string();
 }
 
 // The GGUF file `bytes` without the keys and tensors named in `drop`, plus
