@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "engine/forward/cpu_forward.h"
 #include "base/error.h"
 #include "engine/forward/engine_select.h"
@@ -81,10 +82,6 @@ const std::vector<OptionSpec> kBenchOptions = {{"n-prompt", "-p"}, {"n-gen", "-n
 const std::vector<OptionSpec> kPlanOptions = {{"ctx", "-c"}, {"device"}, {"vram-budget"},
                                               {"moe-mode"}, {"pin-experts"}, {"capacity-ratio"}};
 const std::vector<OptionSpec> kSynthOptions = {{"output", "-o"}, {"set"}, {"preset"}};
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 int cmd_run(const Args& a) {
   Sampler sampler(sampler_params(a));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "base/clock.h"
 #include "cpu/expert_batch.h"
 #include "cpu/moe_route.h"
 #include "cpu/thread_pool.h"
@@ -36,7 +37,7 @@ void GpuEngine::calibrate_cpu_experts() {
   ExpertBatch b{expert_view(il, 0), toks.data(), w.data(), n};
   const auto t0 = std::chrono::steady_clock::now();
   expert_ffn_batched(&b, 1, x.data(), E, out.data(), E, *pool_);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = seconds_since(t0);
   const LayerWeights& lw = m_.layers()[il];
   const uint64_t bytes = lw.routed_expert_bytes();
   split_costs_.cpu_s_per_token_byte = s / (double(bytes) * std::max(n, SplitCosts::kCpuMinTokens));
@@ -321,7 +322,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
       const float* xn = reinterpret_cast<const float*>(readback_.data() + rb_xn_);
       expert_ffn_batched(cpu_batches.data(), int(cpu_batches.size()), xn, E, cpu_out, E, *pool_,
                          opt_.cpu_q8 ? CpuActivations::Q8 : CpuActivations::F32);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double s = seconds_since(t0);
       split_costs_.observe_cpu(cpu_demands, s);
       prefill_stats_.cpu_seconds += s;
     }

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "base/clock.h"
+
 namespace vkmoe {
 namespace {
 
@@ -43,7 +45,7 @@ class ModelUploader {
     finished_ = true;
     if (progress())
       std::fprintf(stderr, "\ruploading %s to VRAM: done, %.2f GiB in %.1f s\n", what_, done_ / double(1ull << 30),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+                   seconds_since(t0_));
   }
 
  private:

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/clock.h"
+
 namespace vkmoe {
 
 HostExperts::HostExperts(vk::Context& ctx, const Model& m) : m_(m) {
@@ -30,7 +32,7 @@ HostExperts::HostExperts(vk::Context& ctx, const Model& m) : m_(m) {
   if (progress)
     std::fprintf(stderr, "\rcopying experts to pinned host memory: done, %.2f GiB in %.1f s\n",
                  total / double(1ull << 30),
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+                 seconds_since(t0));
 }
 
 void HostExperts::record_copy(vk::Recorder& r, int il, int e, const vk::Buffer& gate_pool, const vk::Buffer& up_pool,
@@ -56,7 +58,7 @@ double measure_upload_rate(vk::Context& ctx) {
     r.copy(src, 0, dst, 0, bytes);
     const auto t0 = std::chrono::steady_clock::now();
     r.submit().wait();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = seconds_since(t0);
     best = std::max(best, bytes / std::max(s, 1e-9));
   }
   return best;

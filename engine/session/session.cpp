@@ -3,12 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
+#include "base/clock.h"
+
 namespace vkmoe {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Bytes at the end of text that begin an incomplete UTF-8 character.
 size_t incomplete_utf8_tail(std::string_view text) {
