@@ -112,8 +112,7 @@ bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
   return false;
 #else
   const DeviceInfo& d = ctx.info();
-  if (!gpu_weight_type(t) || !d.cooperative_matrix || d.api_version < VK_API_VERSION_1_3) return false;
-  if (!(d.shader_float16 && d.storage_16bit && d.shader_int16) || d.subgroup_size == 0) return false;
+  if (!d.cooperative_matrix || !coopmat_basics(d, t) || d.subgroup_size == 0) return false;
   const Frag f = pick_fragment(d);
   return f.m != 0 && pick_tile(d, f, false, 1, 1) != nullptr && pick_tile(d, f, true, 1, 1) != nullptr;
 #endif

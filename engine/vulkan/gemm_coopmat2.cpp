@@ -87,8 +87,7 @@ bool gemm_coopmat2_available(const Context& ctx, GgmlType t) {
   return false;
 #else
   const DeviceInfo& d = ctx.info();
-  if (!gpu_weight_type(t) || !d.cooperative_matrix2 || d.api_version < VK_API_VERSION_1_3) return false;
-  if (!(d.shader_float16 && d.storage_16bit && d.shader_int16)) return false;
+  if (!d.cooperative_matrix2 || !coopmat_basics(d, t)) return false;
   return pick_tile(d, false, 1, 1) != nullptr && pick_tile(d, true, 1, 1) != nullptr;
 #endif
 }

@@ -2,8 +2,16 @@
 // The specialised GEMM paths behind record_gemm / record_gemm_ids (vk_gemm.h).
 // ids == nullptr: dense product (GemmArgs); otherwise the expert-grouped one.
 #include "engine/vulkan/vk_gemm.h"
+#include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
+
+// What both cooperative-matrix paths need besides the extension: a GPU weight
+// type, Vulkan 1.3, f16 arithmetic, 16-bit storage and int16.
+inline bool coopmat_basics(const DeviceInfo& d, GgmlType t) {
+  return gpu_weight_type(t) && d.api_version >= VK_API_VERSION_1_3 && d.shader_float16 && d.storage_16bit &&
+         d.shader_int16;
+}
 
 // gemm_coopmat.cpp: cooperative-matrix kernels (VK_KHR_cooperative_matrix).
 bool gemm_coopmat_available(const Context& ctx, GgmlType t);
