@@ -3,12 +3,13 @@
 #include <climits>
 #include <cstdio>
 
+#include "engine/model/tensor_check.h"
 #include "engine/vulkan/vk_gemm.h"
 #include "planner/planner.h"
 
 namespace vkmoe {
 
-const std::vector<OptionSpec> kModelOptions = {{"model", "-m"}, {"set"}, {"preset"}};
+const std::vector<OptionSpec> kModelOptions = {{"model", "-m"}, {"set"}, {"preset"}, {"check-tensors", "", true}};
 const std::vector<OptionSpec> kEngineOptions = {
     {"ctx", "-c"}, {"ubatch-size", "-ub"}, {"kv-type"}, {"gemm"}, {"backend"}, {"device"}, {"vram-budget"},
     {"moe-mode"}, {"pin-experts"}, {"predict-prefetch", "", true}, {"expert-stats", "", true},
@@ -35,7 +36,9 @@ SynthSpec spec_from_args(const Args& a, SynthSpec base) {
   return base;
 }
 
-std::unique_ptr<Model> load_model(const Args& a) {
+namespace {
+
+std::unique_ptr<Model> open_model(const Args& a) {
   std::string path = a.get("model");
   if (!path.empty()) {
     std::fprintf(stderr, "loading %s\n", path.c_str());
@@ -44,6 +47,15 @@ std::unique_ptr<Model> load_model(const Args& a) {
   SynthSpec s = spec_from_args(a, builtin_spec());
   std::fprintf(stderr, "no -m given: using the built-in synthetic model (%s)\n", describe(s).c_str());
   return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "<built-in synthetic model>"));
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_model(const Args& a) {
+  std::unique_ptr<Model> m = open_model(a);
+  if (a.has("check-tensors"))
+    check_tensor_data(m->gguf(), static_cast<int>(a.num("threads", 0, 1, kMaxThreads)));
+  return m;
 }
 
 int context_size(const Args& a, const Model& m) {

@@ -65,6 +65,8 @@ const char* kUsage =
     "  -t, --threads N        CPU threads, 1 to 1024 (default: all cores)\n"
     "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
     "                         sampling (run; default greedy)\n"
+    "  --check-tensors        before running, check every tensor's data for NaN/Inf (for quantized\n"
+    "                         blocks, their scales)\n"
     "  --set k=v,...          synth/default-model shape (arch, n_layer, n_embd, n_expert, quant, ...)\n"
     "  --preset qwen3-30b-a3b synth/default-model preset\n"
     "bench options (each test starts on an empty context; 1 warm-up run, then -r timed runs):\n"

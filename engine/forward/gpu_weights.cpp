@@ -1,10 +1,8 @@
 #include "engine/forward/gpu_weights.h"
 
-#include <chrono>
-#include <cstdio>
 #include <string>
 
-#include "base/clock.h"
+#include "base/progress.h"
 
 namespace vkmoe {
 namespace {
@@ -14,10 +12,7 @@ using vk::MemoryKind;
 class ModelUploader {
  public:
   ModelUploader(vk::Context& ctx, uint64_t total, const char* what)
-      : ctx_(ctx), up_(ctx, 64ull << 20, 4), total_(total), what_(what) {}
-  ~ModelUploader() {
-    if (shown_ >= 0 && !finished_) std::fputc('\n', stderr);  // end an interrupted progress line
-  }
+      : ctx_(ctx), up_(ctx, 64ull << 20, 4), progress_(std::string("uploading ") + what + " to VRAM", total, 256ull << 20) {}
 
   GpuTensor tensor(const Weight& w, const std::string& what) {
     GpuTensor t;
@@ -34,29 +29,19 @@ class ModelUploader {
       t.buf = ctx_.create_buffer((w.t->nbytes + 15) / 16 * 16, MemoryKind::Device, what);
       up_.enqueue(t.buf, 0, w.t->data, w.t->nbytes);
     }
-    done_ += w.t->nbytes;
-    const int pct = static_cast<int>(100 * done_ / std::max<uint64_t>(total_, 1));
-    if (progress() && pct != shown_) std::fprintf(stderr, "\ruploading %s to VRAM: %3d%%", what_, shown_ = pct);
+    progress_.advance(w.t->nbytes);
     return t;
   }
 
   void finish() {
     up_.flush().wait();
-    finished_ = true;
-    if (progress())
-      std::fprintf(stderr, "\ruploading %s to VRAM: done, %.2f GiB in %.1f s\n", what_, done_ / double(1ull << 30),
-                   seconds_since(t0_));
+    progress_.finish();
   }
 
  private:
-  bool progress() const { return total_ > (256ull << 20); }
   vk::Context& ctx_;
   vk::Uploader up_;
-  uint64_t total_, done_ = 0;
-  const char* what_;
-  int shown_ = -1;
-  bool finished_ = false;
-  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  ProgressLine progress_;
 };
 
 uint64_t bytes_of(const Weight& w) { return w ? w.t->nbytes : 0; }

@@ -4,16 +4,15 @@
 #include <cstdio>
 #include <cstring>
 
-#include "base/clock.h"
+#include "base/progress.h"
 
 namespace vkmoe {
 
 HostExperts::HostExperts(vk::Context& ctx, const Model& m) : m_(m) {
-  const auto t0 = std::chrono::steady_clock::now();
-  uint64_t total = 0, done = 0;
+  uint64_t total = 0;
   for (const LayerWeights& w : m.layers())
     if (w.gate_exps) total += w.gate_exps.t->nbytes + w.up_exps.t->nbytes + w.down_exps.t->nbytes;
-  const bool progress = total > (1ull << 30);
+  ProgressLine progress("copying experts to pinned host memory", total, 1ull << 30);
   layers_.resize(m.layers().size());
   for (size_t il = 0; il < layers_.size(); ++il) {
     const LayerWeights& w = m.layers()[il];
@@ -24,15 +23,10 @@ HostExperts::HostExperts(vk::Context& ctx, const Model& m) : m_(m) {
                                   {&w.down_exps, &layers_[il].down, "ffn_down_exps (host)"}}) {
       *dst = ctx.create_buffer(src->t->nbytes, vk::MemoryKind::Readback, p + name);
       std::memcpy(dst->data(), src->t->data, src->t->nbytes);
-      done += src->t->nbytes;
+      progress.advance(src->t->nbytes);
     }
-    if (progress)
-      std::fprintf(stderr, "\rcopying experts to pinned host memory: %3d%%", int(100 * done / total));
   }
-  if (progress)
-    std::fprintf(stderr, "\rcopying experts to pinned host memory: done, %.2f GiB in %.1f s\n",
-                 total / double(1ull << 30),
-                 seconds_since(t0));
+  progress.finish();
 }
 
 void HostExperts::record_copy(vk::Recorder& r, int il, int e, const vk::Buffer& gate_pool, const vk::Buffer& up_pool,
