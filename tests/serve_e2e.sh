@@ -3,7 +3,8 @@
 # 127.0.0.1 (CPU backend, a small synthetic model): every endpoint, streaming
 # and not, OpenAI-shaped errors, a client that disconnects mid-stream, prefix
 # reuse in usage.cached_tokens, 8 concurrent streaming clients matching their
-# sequential replies, and a clean exit 0 on SIGTERM during a generation.
+# sequential replies, a clean exit 0 on SIGTERM during a generation, and a
+# lost device failing its request and stopping the server with exit 1.
 set -u
 VKMOE=$1
 T=$(mktemp -d)
@@ -15,16 +16,28 @@ fail() { echo "FAIL: $*"; [ -f "$T/serve.log" ] && tail -30 "$T/serve.log"; exit
 # Option errors come before the model loads.
 "$VKMOE" serve --port 99999 >/dev/null 2>"$T/err"; [ $? -eq 1 ] && grep -q "port must be at most" "$T/err" || fail "--port range"
 
-# --port 0: any free port; the log says which.
-"$VKMOE" serve -m "$T/tiny.gguf" --backend cpu -c 1024 --port 0 --max-body 64KiB >"$T/serve.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 300); do
-  grep -q "^listening on http://" "$T/serve.log" && break
-  kill -0 "$PID" 2>/dev/null || fail "serve exited before listening"
-  sleep 0.1
-done
-URL=$(grep -o "^listening on http://[0-9.]*:[0-9]*" "$T/serve.log" | sed 's/^listening on //')
-[ -n "$URL" ] || fail "no 'listening on' line"
+# start_server LOG serve-options...: sets PID and URL (--port 0: any free port; the log says which).
+start_server() {
+  local log=$1; shift
+  "$VKMOE" serve -m "$T/tiny.gguf" --port 0 "$@" >"$log" 2>&1 &
+  PID=$!
+  for _ in $(seq 1 300); do
+    grep -q "^listening on http://" "$log" && break
+    kill -0 "$PID" 2>/dev/null || fail "serve exited before listening"
+    sleep 0.1
+  done
+  URL=$(grep -o "^listening on http://[0-9.]*:[0-9]*" "$log" | sed 's/^listening on //')
+  [ -n "$URL" ] || fail "no 'listening on' line"
+}
+# wait_exit SECONDS: the server's exit status in rc, or a failure if it keeps running.
+wait_exit() {
+  for _ in $(seq 1 $(($1 * 10))); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$PID" 2>/dev/null && fail "serve still running $1 s later"
+  wait "$PID"; rc=$?
+  PID=""
+}
+
+start_server "$T/serve.log" --backend cpu -c 1024 --max-body 64KiB
 grep -q "cpu (Highway SIMD kernels) | ctx 1024" "$T/serve.log" || fail "no startup summary"
 # A port in use is an error (not shared through SO_REUSEPORT).
 timeout 30 "$VKMOE" serve -m "$T/tiny.gguf" --backend cpu -c 64 --port "${URL##*:}" >/dev/null 2>"$T/err"
@@ -285,10 +298,34 @@ assert b"shutting_down" in got and b"[DONE]" not in got, got[-300:]
 wait_log("cancelled: the server is stopping")
 PY
 
-for _ in $(seq 1 150); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$PID" 2>/dev/null && fail "serve still running 15 s after SIGTERM"
-wait "$PID"; rc=$?
-PID=""
+wait_exit 15
 [ $rc -eq 0 ] || fail "serve exited $rc after SIGTERM"
 grep -q "SIGTERM: stopping" "$T/serve.log" || fail "no stop message"
+
+# A lost Vulkan device (injected, GPU backend on whatever device there is): the
+# request gets a device_lost error (JSON, or an SSE error event when streaming)
+# and the server exits 1 with one error line.
+for stream in false true; do
+  VKMOE_FAULT_DEVICE_LOST=after:10 start_server "$T/lost.log" -c 256
+  python3 - "$URL" "$stream" <<'PY' || fail "device lost (stream $stream): reply"
+import http.client, json, sys, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+stream = sys.argv[2] == "true"
+conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+conn.request("POST", "/v1/completions", json.dumps({"prompt": "Hello", "max_tokens": 8, "stream": stream}),
+             {"Content-Type": "application/json"})
+r = conn.getresponse()
+body = r.read().decode()
+if stream:
+    events = [json.loads(l[6:]) for l in body.splitlines() if l.startswith("data: {")]
+    assert r.status == 200 and events and events[-1]["error"]["code"] == "device_lost", body
+    assert "[DONE]" not in body, body
+else:
+    assert r.status == 500 and json.loads(body)["error"]["code"] == "device_lost", (r.status, body)
+PY
+  wait_exit 15
+  [ $rc -eq 1 ] || { tail -5 "$T/lost.log"; fail "serve exited $rc after losing the device"; }
+  [ "$(grep -c '^vkmoe: error: Vulkan device lost.*; the server stopped$' "$T/lost.log")" -eq 1 ] ||
+    { tail -5 "$T/lost.log"; fail "no single device-lost error line"; }
+done
 echo "serve_e2e: all checks passed"

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/model/gguf.h"
+#include "engine/vulkan/vk_runtime.h"
 #include "tests/test_util.h"
 #include "tools/serve/openai_request.h"
 #include "tools/serve/openai_response.h"
@@ -258,7 +259,7 @@ struct CoreFixture {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<ServeCore> core;
   // chat_template: nullptr keeps the synthetic model's, "" removes it.
-  explicit CoreFixture(int n_ctx, const char* chat_template = nullptr) {
+  explicit CoreFixture(int n_ctx, const char* chat_template = nullptr, const char* backend = "cpu") {
     SynthSpec s;
     s.n_vocab = 512;
     std::vector<uint8_t> bytes = synth_model_bytes(s);
@@ -269,7 +270,7 @@ struct CoreFixture {
     model = Model::from_gguf(GgufFile::from_memory(bytes, "synth"));
     tok = Tokenizer::from_gguf(model->gguf());
     EngineOptions o;
-    o.backend = "cpu";
+    o.backend = backend;
     o.n_ctx = n_ctx;
     engine = make_engine(*model, o);
     core = std::make_unique<ServeCore>(*engine, *tok, model->gguf(), "synth", 8);
@@ -336,6 +337,23 @@ TEST(ServeCore, ContinuingConversationReportsCachedTokensAndShutdownCancels) {
   EXPECT_GE(r2.cached_tokens, r1.prompt_tokens - 1);  // a token may merge across the turn boundary
 
   f.core->shutdown();
+  EXPECT_TRUE(f.core->stopping());
+  api_error([&] { f.core->wait_turn(); }, 503, "", "shutting_down");
+}
+
+// A lost device (injected on whatever Vulkan device there is) fails the
+// running request with 500 "device_lost", records why the server must stop,
+// and turns every waiting or later request away.
+TEST(ServeCore, LostDeviceFailsTheRequestAndStopsTheServer) {
+  CoreFixture f(128, nullptr, "gpu");
+  const json msgs = json::parse(R"([{"role":"user","content":"Once upon a time"}])");
+  EXPECT_GT(f.run(greedy_chat(msgs, 4)).completion_tokens, 0);
+  EXPECT_EQ(f.core->fatal_error(), "");
+  vk::set_device_lost_fault("after:1");
+  const std::string msg = api_error([&] { f.run(greedy_chat(msgs, 4)); }, 500, "", "device_lost");
+  vk::set_device_lost_fault("off");
+  EXPECT_NE(msg.find("Vulkan device lost"), std::string::npos) << msg;
+  EXPECT_NE(f.core->fatal_error().find("Vulkan device lost"), std::string::npos);
   EXPECT_TRUE(f.core->stopping());
   api_error([&] { f.core->wait_turn(); }, 503, "", "shutting_down");
 }

@@ -289,6 +289,10 @@ int run_server(const Model& model, Engine& engine, const Tokenizer& tok, const S
         svr.stop();
         return;
       }
+      if (!core.fatal_error().empty() && svr.is_running()) {  // the failing request has its error
+        svr.stop();
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
@@ -297,6 +301,7 @@ int run_server(const Model& model, Engine& engine, const Tokenizer& tok, const S
   watcher.join();
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (const std::string fatal = core.fatal_error(); !fatal.empty()) throw Error(fatal + "; the server stopped");
   if (g_signal.load() == 0 && !listened) throw Error("the HTTP server stopped unexpectedly");
   std::fprintf(stderr, "stopped\n");
   return 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/vulkan/vk_runtime.h"
+
 namespace vkmoe::serve {
 
 ServeCore::ServeCore(Engine& engine, const Tokenizer& tok, const GgufFile& gguf, std::string model_id,
@@ -40,7 +42,21 @@ GenerationQueue::Turn ServeCore::wait_turn(const std::function<bool()>& still_wa
 
 GenerateResult ServeCore::generate(const GenerationQueue::Turn&, const GenerateRequest& r,
                                    const std::function<bool(std::string_view)>& on_text) {
-  return session_.generate(r, on_text);
+  try {
+    return session_.generate(r, on_text);
+  } catch (const vk::DeviceLost& e) {
+    {
+      std::lock_guard<std::mutex> lock(fatal_mu_);
+      fatal_ = e.what();
+    }
+    shutdown();
+    throw ApiError(500, std::string(e.what()) + "; the server stops", "device_lost");
+  }
+}
+
+std::string ServeCore::fatal_error() const {
+  std::lock_guard<std::mutex> lock(fatal_mu_);
+  return fatal_;
 }
 
 void ServeCore::shutdown() {

@@ -4,6 +4,7 @@
 // FIFO queue in front of it, and the chat-prompt renderer. Thread-safe.
 #include <atomic>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,6 +35,10 @@ class ServeCore {
   // Cancels the running generation and every waiting one.
   void shutdown();
   bool stopping() const { return stopping_.load(); }
+  // The engine failed for good (the Vulkan device was lost): generate() gave
+  // the failing request ApiError 500 "device_lost", shut the queue down, and
+  // this holds the message the server exits with ("" until then).
+  std::string fatal_error() const;
 
   const std::string& model_id() const { return model_id_; }
   int n_ctx() const { return n_ctx_; }
@@ -49,6 +54,8 @@ class ServeCore {
   std::string model_id_;
   int n_ctx_;
   std::atomic<bool> stopping_{false};
+  mutable std::mutex fatal_mu_;
+  std::string fatal_;
 };
 
 }  // namespace vkmoe::serve
