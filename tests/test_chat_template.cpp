@@ -159,6 +159,29 @@ TEST(ChatTemplate, ApplyChatTemplate) {
   EXPECT_EQ(d.render(json::object()), "2024-07-26 July");
 }
 
+// A template from a model file must not hang the server or exhaust its memory:
+// renders have a step and a byte budget (jinja2's sandbox caps range() alone).
+TEST(ChatTemplate, RenderBudgetStopsRunawayTemplates) {
+  expect_error([] { render("{% set l = range(3000) | list %}{% for i in l %}{% for j in l %}{% endfor %}{% endfor %}"); },
+               {"line 1", "runs too long"});
+  expect_error([] { render("{% macro r(n) %}{% for i in range(9999) %}{{ r(n + 1) if n < 9 }}{% endfor %}{% endmacro %}"
+                           "{{ r(0) }}"); },
+               {"runs too long"});
+  expect_error([] { render("{% set ns = namespace(s='ab') %}\n{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}"
+                           "{% endfor %}"); },
+               {"line 2", "builds too much text"});
+  expect_error([] { render("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = ns.l + ns.l %}"
+                           "{% endfor %}"); },
+               {"builds too much text"});
+  expect_error([] { render("{% set big = 'x' * 1000000 %}{% for i in range(1000) %}{{ big }}{% endfor %}"); },
+               {"builds too much text"});
+  // A long conversation through a loop stays well inside the budget.
+  json msgs = json::array();
+  for (int i = 0; i < 4000; ++i) msgs.push_back({{"role", i % 2 ? "assistant" : "user"}, {"content", std::string(500, 'w')}});
+  const auto t = ChatTemplate::parse("{% for m in messages %}<|{{ m.role }}|>{{ m.content | trim }}{% endfor %}");
+  EXPECT_EQ(apply_chat_template(t, msgs, false, "", "").size(), 4000u * 500 + 2000 * (8 + 13));
+}
+
 // --- every fixture template against Python's jinja2 ---
 
 // One conversation: messages, add_generation_prompt ("gen"), whether the tools

@@ -5,7 +5,7 @@
 namespace vkmoe {
 
 ExpertCache::ExpertCache(vk::Context& ctx, const Model& m, int slots, bool fill_on_miss, RouteStats& stats)
-    : ctx_(ctx), m_(m), slots_(std::max(slots, 0)), fill_on_miss_(fill_on_miss), stats_(stats) {
+    : m_(m), slots_(std::max(slots, 0)), fill_on_miss_(fill_on_miss), stats_(stats) {
   const int L = m.config().n_layer;
   pools_.resize(L);
   policy_.resize(L);

@@ -60,7 +60,6 @@ class ExpertCache {
   vk::SyncPoint upload(const Job& j);
   void upload_loop();
 
-  vk::Context& ctx_;
   const Model& m_;
   int slots_;
   bool fill_on_miss_;

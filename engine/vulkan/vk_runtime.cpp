@@ -1243,7 +1243,7 @@ SyncPoint Recorder::submit(std::span<const SyncPoint> waits) {
 // ---------------------------------------------------------------- Uploader
 
 Uploader::Uploader(Context& ctx, uint64_t staging_bytes, uint32_t slots)
-    : ctx_(ctx), queue_(&ctx.transfer_queue()) {
+    : queue_(&ctx.transfer_queue()) {
   if (slots == 0) slots = 1;
   const uint64_t per_slot = std::max<uint64_t>((staging_bytes / slots) & ~uint64_t(255), 256);
   slots_.resize(slots);

@@ -308,7 +308,6 @@ class Context {
   bool push_descriptors_ = false;
   PFN_vkCmdPushDescriptorSetKHR cmd_push_descriptor_ = nullptr;
   VkPhysicalDeviceMemoryProperties mem_props_{};
-  int mem_type_[3] = {-1, -1, -1};  // per MemoryKind
   std::atomic<uint64_t> allocated_total_{0};
   std::atomic<uint64_t> allocated_kind_[3] = {0, 0, 0};
   std::mutex pipeline_mutex_;
@@ -438,7 +437,6 @@ class Uploader {
     uint64_t used = 0;
   };
   void next_slot();
-  Context& ctx_;
   Queue* queue_;
   std::vector<Slot> slots_;
   size_t cur_ = 0;

@@ -8,6 +8,7 @@ namespace vkmoe::jinja {
 
 Value Renderer::eval(const Expr& e) {
   try {
+    RenderBudget::charge_step();
     return eval_inner(e);
   } catch (RenderError& err) {
     if (!err.line) err.line = e.line;

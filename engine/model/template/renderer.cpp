@@ -117,6 +117,7 @@ Renderer::~Renderer() {
 
 std::string Renderer::render(const Body& body) {
   std::string out;
+  RenderBudget budget;
   try {
     exec(body, out);
   } catch (const RenderError& e) {
@@ -124,6 +125,13 @@ std::string Renderer::render(const Body& body) {
   }
   return out;
 }
+
+namespace {
+void emit(std::string& out, const std::string& text) {  // output counts against the render's budget
+  RenderBudget::charge_bytes(text.size());
+  out += text;
+}
+}  // namespace
 
 Renderer::Flow Renderer::exec(const Body& body, std::string& out) {
   for (const auto& s : body) {
@@ -136,8 +144,8 @@ Renderer::Flow Renderer::exec(const Body& body, std::string& out) {
 Renderer::Flow Renderer::exec(const Stmt& s, std::string& out) {
   try {
     switch (s.kind) {
-      case St::Text: out += s.name; break;
-      case St::Print: out += eval(*s.e).str(); break;
+      case St::Text: emit(out, s.name); break;
+      case St::Print: emit(out, eval(*s.e).str()); break;
       case St::If:
         for (size_t k = 0; k < s.conds.size(); ++k) {
           if (eval(*s.conds[k]).truthy()) return exec(s.bodies[k], out);
@@ -152,7 +160,7 @@ Renderer::Flow Renderer::exec(const Stmt& s, std::string& out) {
       }
       case St::FilterBlock: {
         std::string text = render_scoped(s.body);
-        out += apply_filters(s.filters, Value(std::move(text))).str();
+        emit(out, apply_filters(s.filters, Value(std::move(text))).str());
         break;
       }
       case St::Macro:
@@ -163,7 +171,7 @@ Renderer::Flow Renderer::exec(const Stmt& s, std::string& out) {
         Value callee = eval(*call_expr.a[0]);
         CallArgs args = eval_args(call_expr, 1);
         args.kw.emplace_back("caller", make_macro(s, s.body, "caller", false, false, false));
-        out += call(callee, args).str();
+        emit(out, call(callee, args).str());
         break;
       }
       case St::With: {
@@ -225,6 +233,19 @@ void Renderer::exec_set(const Stmt& s, Value v) {
   unpack_into(s.targets, s.unpack, v, [&](const std::string& name, Value x) { scope_->set(name, std::move(x)); });
 }
 
+namespace {
+// The keys of a loop variable, built once rather than per iteration.
+struct LoopKeys {
+  Value index{"index"}, index0{"index0"}, revindex{"revindex"}, revindex0{"revindex0"}, first{"first"},
+      last{"last"}, length{"length"}, depth{"depth"}, depth0{"depth0"}, previtem{"previtem"},
+      nextitem{"nextitem"}, cycle{"cycle"};
+};
+const LoopKeys& loop_keys() {
+  static const LoopKeys keys;
+  return keys;
+}
+}  // namespace
+
 void Renderer::exec_for(const Stmt& s, std::string& out) {
   const Value seq = eval(*s.e);
   std::vector<Value> items = py_iterate(seq);
@@ -243,22 +264,24 @@ void Renderer::exec_for(const Stmt& s, std::string& out) {
   }
   const size_t n = items.size();
   for (size_t k = 0; k < n; ++k) {
+    RenderBudget::charge_step();
     Enter iter(*this, outer);
     DictObj loop;
     const auto i = static_cast<int64_t>(k);
     const auto len = static_cast<int64_t>(n);
-    loop.items = {{Value("index"), Value(i + 1)},
-                  {Value("index0"), Value(i)},
-                  {Value("revindex"), Value(len - i)},
-                  {Value("revindex0"), Value(len - i - 1)},
-                  {Value("first"), Value::boolean(k == 0)},
-                  {Value("last"), Value::boolean(k + 1 == n)},
-                  {Value("length"), Value(len)},
-                  {Value("depth"), Value(1)},
-                  {Value("depth0"), Value(0)},
-                  {Value("previtem"), k ? items[k - 1] : Value::undefined("there is no previous item")},
-                  {Value("nextitem"), k + 1 < n ? items[k + 1] : Value::undefined("there is no next item")}};
-    loop.items.emplace_back(Value("cycle"), Value::func("cycle", [k](CallArgs& a) -> Value {
+    const LoopKeys& key = loop_keys();
+    loop.items = {{key.index, Value(i + 1)},
+                  {key.index0, Value(i)},
+                  {key.revindex, Value(len - i)},
+                  {key.revindex0, Value(len - i - 1)},
+                  {key.first, Value::boolean(k == 0)},
+                  {key.last, Value::boolean(k + 1 == n)},
+                  {key.length, Value(len)},
+                  {key.depth, Value(1)},
+                  {key.depth0, Value(0)},
+                  {key.previtem, k ? items[k - 1] : Value::undefined("there is no previous item")},
+                  {key.nextitem, k + 1 < n ? items[k + 1] : Value::undefined("there is no next item")}};
+    loop.items.emplace_back(key.cycle, Value::func("cycle", [k](CallArgs& a) -> Value {
                               if (a.pos.empty()) fail("no items for cycling given");
                               return a.pos[k % a.pos.size()];
                             }));

@@ -12,6 +12,23 @@ namespace vkmoe::jinja {
 
 void fail(std::string msg) { throw RenderError{std::move(msg)}; }
 
+namespace {
+thread_local RenderBudget* t_budget = nullptr;
+}
+
+RenderBudget::RenderBudget() : saved_(t_budget) { t_budget = this; }
+RenderBudget::~RenderBudget() { t_budget = saved_; }
+
+void RenderBudget::charge_step() {
+  if (t_budget && ++t_budget->steps_ > kMaxSteps)
+    fail("the template runs too long (over " + std::to_string(kMaxSteps) + " steps)");
+}
+
+void RenderBudget::charge_bytes(uint64_t n) {
+  if (t_budget && (t_budget->bytes_ += n) > kMaxBytes)
+    fail("the template builds too much text (over " + std::to_string(kMaxBytes >> 20) + " MiB of strings and lists)");
+}
+
 void template_error(int line, const std::string& msg) {
   // One line of valid UTF-8: control characters and stray bytes escaped, long messages cut.
   constexpr size_t kMax = 400;
@@ -56,6 +73,7 @@ Value Value::boolean(bool b) {
 }
 
 Value::Value(std::string s, bool markup) : kind_(Kind::Str), markup_(markup) {
+  RenderBudget::charge_bytes(s.size());
   p_ = std::make_shared<std::string>(std::move(s));
 }
 
@@ -73,6 +91,7 @@ uint32_t checked_depth(uint32_t child) {
 }  // namespace
 
 Value Value::list(std::vector<Value> items, Seq seq) {
+  RenderBudget::charge_bytes(items.size() * 64);  // a copied item costs more than its bytes
   uint32_t d = 0;
   for (const Value& x : items) d = std::max(d, depth_of(x));
   Value v(Kind::List);

@@ -23,6 +23,25 @@ struct RenderError {
 // Throws the vkmoe::Error a template failure becomes: "chat template line N: msg".
 [[noreturn]] void template_error(int line, const std::string& msg);
 
+// What one render may spend: a step per expression evaluated and per loop
+// iteration, and the bytes of every string and list built (a template from a
+// model file must not hang or exhaust memory). A RenderBudget installs itself
+// for its thread while it lives; past either limit the render fails.
+class RenderBudget {
+ public:
+  static constexpr uint64_t kMaxSteps = 4'000'000, kMaxBytes = 128ull << 20;
+  RenderBudget();
+  ~RenderBudget();
+  RenderBudget(const RenderBudget&) = delete;
+  RenderBudget& operator=(const RenderBudget&) = delete;
+  static void charge_step();
+  static void charge_bytes(uint64_t n);
+
+ private:
+  uint64_t steps_ = 0, bytes_ = 0;
+  RenderBudget* saved_;
+};
+
 class Value;
 struct CallArgs;
 
