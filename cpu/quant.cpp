@@ -9,10 +9,108 @@
 #include <vector>
 
 #include "base/error.h"
+#include "cpu/quant_impl.h"
 
 namespace vkmoe {
 
+namespace quant_impl {
+
+int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
+
+// Fit x[i] ~= scale * L[i] - min with L in [0, nmax], scale >= 0, min >= 0,
+// minimizing the squared error over a small sweep of candidate step sizes.
+void fit_scale_min(const float* x, int n, int nmax, float* scale, float* min) {
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  lo = std::min(lo, 0.f);
+  if (hi <= lo) {
+    *scale = 0.f;
+    *min = -lo;
+    return;
+  }
+  float best_scale = (hi - lo) / nmax, best_min = -lo;
+  auto error_of = [&](float s, float m) {
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int((x[i] + m) / s), 0, nmax);
+      const double e = s * l - m - x[i];
+      err += e * e;
+    }
+    return err;
+  };
+  double best_err = error_of(best_scale, best_min);
+  for (int step = -10; step <= 10; ++step) {
+    const float iscale = (nmax + 0.1f * step) / (hi - lo);
+    double sl = 0, sll = 0, sx = 0, sxl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * (x[i] - lo)), 0, nmax);
+      sl += l;
+      sll += double(l) * l;
+      sx += x[i];
+      sxl += double(x[i]) * l;
+    }
+    const double det = n * sll - sl * sl;
+    if (det <= 0) continue;
+    double a = (n * sxl - sl * sx) / det;
+    double b = (sll * sx - sl * sxl) / det;  // offset: x ~= a*L + b
+    if (b > 0) {
+      b = 0;
+      a = sxl / sll;
+    }
+    if (a <= 0) continue;
+    const double err = error_of(static_cast<float>(a), static_cast<float>(-b));
+    if (err < best_err) {
+      best_err = err;
+      best_scale = static_cast<float>(a);
+      best_min = static_cast<float>(-b);
+    }
+  }
+  *scale = best_scale;
+  *min = best_min;
+}
+
+float fit_scale_signed(const float* x, int n, int nlo) {
+  float amax = 0.f, vmax = 0.f;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      vmax = x[i];
+    }
+  if (amax == 0.f) return 0.f;
+  float best_scale = vmax / static_cast<float>(-nlo);
+  double best_err = -1;
+  for (int step = -8; step <= 8; ++step) {
+    const float iscale = -(static_cast<float>(nlo) + 0.1f * step) / vmax;
+    double sll = 0, sxl = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(iscale * x[i]), -nlo, nlo - 1);
+      sll += double(l) * l;
+      sxl += double(x[i]) * l;
+    }
+    if (sll <= 0) continue;
+    const float s = static_cast<float>(sxl / sll);
+    double err = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::clamp(nearest_int(x[i] / s), -nlo, nlo - 1);
+      const double e = double(s) * l - x[i];
+      err += e * e;
+    }
+    if (best_err < 0 || err < best_err) {
+      best_err = err;
+      best_scale = s;
+    }
+  }
+  return best_scale;
+}
+
+}  // namespace quant_impl
+
 namespace {
+
+using namespace quant_impl;
 
 const TypeTraits kUnknown = {"?", 0, 0, false};
 
@@ -20,18 +118,21 @@ const TypeTraits* find_traits(GgmlType t) {
   static const TypeTraits f32 = {"F32", 1, 4, true};
   static const TypeTraits f16 = {"F16", 1, 2, true};
   static const TypeTraits bf16 = {"BF16", 1, 2, true};
-  static const TypeTraits q4_0 = {"Q4_0", 32, 18, false};
-  static const TypeTraits q4_1 = {"Q4_1", 32, 20, false};
-  static const TypeTraits q5_0 = {"Q5_0", 32, 22, false};
-  static const TypeTraits q5_1 = {"Q5_1", 32, 24, false};
+  static const TypeTraits q4_0 = {"Q4_0", 32, 18, true};
+  static const TypeTraits q4_1 = {"Q4_1", 32, 20, true};
+  static const TypeTraits q5_0 = {"Q5_0", 32, 22, true};
+  static const TypeTraits q5_1 = {"Q5_1", 32, 24, true};
   static const TypeTraits q8_0 = {"Q8_0", 32, 34, true};
   static const TypeTraits q8_1 = {"Q8_1", 32, 36, false};
-  static const TypeTraits q2_k = {"Q2_K", 256, 84, false};
-  static const TypeTraits q3_k = {"Q3_K", 256, 110, false};
+  static const TypeTraits q2_k = {"Q2_K", 256, 84, true};
+  static const TypeTraits q3_k = {"Q3_K", 256, 110, true};
   static const TypeTraits q4_k = {"Q4_K", 256, 144, true};
   static const TypeTraits q5_k = {"Q5_K", 256, 176, true};
   static const TypeTraits q6_k = {"Q6_K", 256, 210, true};
   static const TypeTraits q8_k = {"Q8_K", 256, 292, true};
+  static const TypeTraits iq4_nl = {"IQ4_NL", 32, 18, true};
+  static const TypeTraits iq4_xs = {"IQ4_XS", 256, 136, true};
+  static const TypeTraits mxfp4 = {"MXFP4", 32, 17, true};
   switch (t) {
     case GgmlType::F32: return &f32;
     case GgmlType::F16: return &f16;
@@ -48,6 +149,9 @@ const TypeTraits* find_traits(GgmlType t) {
     case GgmlType::Q5_K: return &q5_k;
     case GgmlType::Q6_K: return &q6_k;
     case GgmlType::Q8_K: return &q8_k;
+    case GgmlType::IQ4_NL: return &iq4_nl;
+    case GgmlType::IQ4_XS: return &iq4_xs;
+    case GgmlType::MXFP4: return &mxfp4;
   }
   return nullptr;
 }
@@ -62,9 +166,6 @@ float bits_float(uint32_t u) {
   std::memcpy(&f, &u, 4);
   return f;
 }
-
-// Round half to even (ggml's nearest_int for K-quants).
-int nearest_int(float v) { return static_cast<int>(std::lrintf(v)); }
 
 [[noreturn]] void throw_unsupported(GgmlType t, const char* what) {
   throw Error(std::string(what) + ": tensor type " + type_name(t) + " (id " +
@@ -158,61 +259,6 @@ void quant_q8_0(const float* x, BlockQ8_0& b) {
   for (int i = 0; i < QK8_0; ++i) b.qs[i] = static_cast<int8_t>(std::roundf(x[i] * id));
 }
 
-// Fit x[i] ~= scale * L[i] - min with L in [0, nmax], scale >= 0, min >= 0,
-// minimizing the squared error over a small sweep of candidate step sizes.
-void fit_scale_min(const float* x, int n, int nmax, float* scale, float* min) {
-  float lo = x[0], hi = x[0];
-  for (int i = 1; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
-  }
-  lo = std::min(lo, 0.f);
-  if (hi <= lo) {
-    *scale = 0.f;
-    *min = -lo;
-    return;
-  }
-  float best_scale = (hi - lo) / nmax, best_min = -lo;
-  auto error_of = [&](float s, float m) {
-    double err = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest_int((x[i] + m) / s), 0, nmax);
-      const double e = s * l - m - x[i];
-      err += e * e;
-    }
-    return err;
-  };
-  double best_err = error_of(best_scale, best_min);
-  for (int step = -10; step <= 10; ++step) {
-    const float iscale = (nmax + 0.1f * step) / (hi - lo);
-    double sl = 0, sll = 0, sx = 0, sxl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest_int(iscale * (x[i] - lo)), 0, nmax);
-      sl += l;
-      sll += double(l) * l;
-      sx += x[i];
-      sxl += double(x[i]) * l;
-    }
-    const double det = n * sll - sl * sl;
-    if (det <= 0) continue;
-    double a = (n * sxl - sl * sx) / det;
-    double b = (sll * sx - sl * sxl) / det;  // offset: x ~= a*L + b
-    if (b > 0) {
-      b = 0;
-      a = sxl / sll;
-    }
-    if (a <= 0) continue;
-    const double err = error_of(static_cast<float>(a), static_cast<float>(-b));
-    if (err < best_err) {
-      best_err = err;
-      best_scale = static_cast<float>(a);
-      best_min = static_cast<float>(-b);
-    }
-  }
-  *scale = best_scale;
-  *min = best_min;
-}
-
 // Shared by Q4_K (nmax 15) and Q5_K (nmax 31): per 32-value sub-block
 // scale/min quantized to 6 bits against fp16 super-block d/dmin; L receives
 // the final quants.
@@ -264,46 +310,10 @@ void quant_q5_k(const float* x, BlockQ5_K& b) {
   }
 }
 
-// Symmetric fit x ~= scale * L, L in [-32, 31]: the largest-magnitude value
-// maps near -32 (the signed scale uses the asymmetric range fully).
-float fit_scale_q6(const float* x, int n) {
-  float amax = 0.f, vmax = 0.f;
-  for (int i = 0; i < n; ++i)
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      vmax = x[i];
-    }
-  if (amax == 0.f) return 0.f;
-  float best_scale = vmax / -32.f;
-  double best_err = -1;
-  for (int step = -8; step <= 8; ++step) {
-    const float iscale = -(32.f + 0.1f * step) / vmax;
-    double sll = 0, sxl = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest_int(iscale * x[i]), -32, 31);
-      sll += double(l) * l;
-      sxl += double(x[i]) * l;
-    }
-    if (sll <= 0) continue;
-    const float s = static_cast<float>(sxl / sll);
-    double err = 0;
-    for (int i = 0; i < n; ++i) {
-      const int l = std::clamp(nearest_int(x[i] / s), -32, 31);
-      const double e = double(s) * l - x[i];
-      err += e * e;
-    }
-    if (best_err < 0 || err < best_err) {
-      best_err = err;
-      best_scale = s;
-    }
-  }
-  return best_scale;
-}
-
 void quant_q6_k(const float* x, BlockQ6_K& b) {
   float scale[QK_K / 16], smax = 0.f, samax = 0.f;
   for (int j = 0; j < QK_K / 16; ++j) {
-    scale[j] = fit_scale_q6(x + 16 * j, 16);
+    scale[j] = fit_scale_signed(x + 16 * j, 16, 32);
     if (std::fabs(scale[j]) > samax) {
       samax = std::fabs(scale[j]);
       smax = scale[j];
@@ -423,6 +433,17 @@ uint16_t fp32_to_fp16(float f) {
   return static_cast<uint16_t>(sign | round_shift(rebased, 13));  // mantissa carry may bump exponent
 }
 
+float e8m0_to_fp32_half(uint8_t e) {
+  // 2^(e - 128): subnormal bit patterns for e = 0, 1, else biased exponent e - 1.
+  return bits_float(e < 2 ? (0x00200000u << e) : (static_cast<uint32_t>(e - 1) << 23));
+}
+
+int q3_k_scale(const uint8_t* scales12, int j) {
+  const int low = (scales12[j % 8] >> (4 * (j / 8))) & 0xF;
+  const int high = (scales12[8 + j % 4] >> (2 * (j / 4))) & 3;
+  return low | (high << 4);
+}
+
 float bf16_to_fp32(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
 uint16_t fp32_to_bf16(float f) {
@@ -460,7 +481,9 @@ void dequantize_row(GgmlType t, const void* src, float* dst, int64_t n) {
     case GgmlType::Q8_K:
       for_blocks<BlockQ8_K>(src, nb, [&](int64_t i, const BlockQ8_K& b) { dequant_q8_k(b, dst + i * QK_K); });
       return;
-    default: throw_unsupported(t, "dequantize");
+    default:
+      if (quant_impl::dequantize_q32(t, src, dst, nb) || quant_impl::dequantize_lowk(t, src, dst, nb)) return;
+      throw_unsupported(t, "dequantize");
   }
 }
 
@@ -493,7 +516,9 @@ void quantize_row(GgmlType t, const float* src, void* dst, int64_t n) {
     case GgmlType::Q8_K:
       for (int64_t i = 0; i < nb; ++i) quant_q8_k(src + i * QK_K, static_cast<BlockQ8_K*>(dst)[i]);
       return;
-    default: throw_unsupported(t, "quantize");
+    default:
+      if (quant_impl::quantize_q32(t, src, dst, nb) || quant_impl::quantize_lowk(t, src, dst, nb)) return;
+      throw_unsupported(t, "quantize");
   }
 }
 

@@ -31,18 +31,8 @@ inline void unpack_scales_mins(const uint8_t* q, uint8_t* sc, uint8_t* mn) {
   }
 }
 
-inline bool supported(GgmlType t) {
-  switch (t) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q8_0:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return true;
-    default: return false;
-  }
-}
+// Weight types: every type quant.cpp dequantizes except the activation-only Q8_K.
+inline bool supported(GgmlType t) { return type_traits(t).supported && t != GgmlType::Q8_K; }
 
 }  // namespace vkmoe::simd_batch_detail
 #endif  // VKMOE_SIMD_BATCH_ONCE
@@ -170,7 +160,9 @@ const float* DecodeRow(GgmlType t, const uint8_t* row, float* buf, int64_t n) {
     case GgmlType::Q4_K: DecodeK4<false>(reinterpret_cast<const BlockQ4_K*>(row), buf, n / QK_K); break;
     case GgmlType::Q5_K: DecodeK4<true>(reinterpret_cast<const BlockQ5_K*>(row), buf, n / QK_K); break;
     case GgmlType::Q6_K: DecodeQ6_K(reinterpret_cast<const BlockQ6_K*>(row), buf, n / QK_K); break;
-    default: break;
+    // The low-bit types decode with the scalar reference: once per tile of
+    // rows for all the vectors, so it is a small part of the work.
+    default: dequantize_row(t, row, buf, n); break;
   }
   return buf;
 }

@@ -36,7 +36,10 @@ inline float half_to_float(uint16_t h) {
 }
 
 // Kernel ids shared by all targets (plain ints cross the dispatch boundary).
-enum Kernel : int { kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K };
+enum Kernel : int {
+  kF32, kF16, kBF16, kQ8_0, kQ4_K, kQ5_K, kQ6_K,
+  kQ4_0, kQ4_1, kQ5_0, kQ5_1, kIQ4_NL, kMXFP4, kQ2_K, kQ3_K, kIQ4_XS
+};
 
 inline Kernel kernel_for(GgmlType t) {
   switch (t) {
@@ -47,6 +50,15 @@ inline Kernel kernel_for(GgmlType t) {
     case GgmlType::Q4_K: return kQ4_K;
     case GgmlType::Q5_K: return kQ5_K;
     case GgmlType::Q6_K: return kQ6_K;
+    case GgmlType::Q4_0: return kQ4_0;
+    case GgmlType::Q4_1: return kQ4_1;
+    case GgmlType::Q5_0: return kQ5_0;
+    case GgmlType::Q5_1: return kQ5_1;
+    case GgmlType::IQ4_NL: return kIQ4_NL;
+    case GgmlType::MXFP4: return kMXFP4;
+    case GgmlType::Q2_K: return kQ2_K;
+    case GgmlType::Q3_K: return kQ3_K;
+    case GgmlType::IQ4_XS: return kIQ4_XS;
     default:
       throw Error(std::string("CPU kernels: weight type ") + type_name(t) + " is not supported");
   }
@@ -265,7 +277,11 @@ HWY_INLINE float DotQ6_K(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb) {
   return hn::GetLane(hn::SumOfLanes(df, acc));
 }
 
+#include "cpu/simd_lowbit.inc"
+
 HWY_INLINE float DotRowImpl(int kernel, const uint8_t* w, const void* xq, int64_t n) {
+  const auto* a0 = static_cast<const BlockQ8_0*>(xq);
+  const auto* ak = static_cast<const BlockQ8_K*>(xq);
   switch (kernel) {
     case kF32: return DotF32(reinterpret_cast<const float*>(w), static_cast<const float*>(xq), n);
     case kF16: return DotF16(reinterpret_cast<const uint16_t*>(w), static_cast<const float*>(xq), n);
@@ -278,6 +294,15 @@ HWY_INLINE float DotRowImpl(int kernel, const uint8_t* w, const void* xq, int64_
       return DotQ5_K(reinterpret_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(xq), n / QK_K);
     case kQ6_K:
       return DotQ6_K(reinterpret_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(xq), n / QK_K);
+    case kQ4_0: return DotQ32Q8<kQ4_0>(w, a0, n / 32);
+    case kQ4_1: return DotQ32Q8<kQ4_1>(w, a0, n / 32);
+    case kQ5_0: return DotQ32Q8<kQ5_0>(w, a0, n / 32);
+    case kQ5_1: return DotQ32Q8<kQ5_1>(w, a0, n / 32);
+    case kIQ4_NL: return DotQ32Q8<kIQ4_NL>(w, a0, n / 32);
+    case kMXFP4: return DotQ32Q8<kMXFP4>(w, a0, n / 32);
+    case kQ2_K: return DotLowKQ8<kQ2_K>(w, ak, n / QK_K);
+    case kQ3_K: return DotLowKQ8<kQ3_K>(w, ak, n / QK_K);
+    case kIQ4_XS: return DotLowKQ8<kIQ4_XS>(w, ak, n / QK_K);
   }
   return 0.f;
 }
@@ -298,6 +323,15 @@ void MatvecRows(int kernel, const uint8_t* w, size_t stride, const void* xq, flo
     case kQ4_K: return RowsFor<kQ4_K>(w, stride, xq, y, r0, r1, n);
     case kQ5_K: return RowsFor<kQ5_K>(w, stride, xq, y, r0, r1, n);
     case kQ6_K: return RowsFor<kQ6_K>(w, stride, xq, y, r0, r1, n);
+    case kQ4_0: return RowsFor<kQ4_0>(w, stride, xq, y, r0, r1, n);
+    case kQ4_1: return RowsFor<kQ4_1>(w, stride, xq, y, r0, r1, n);
+    case kQ5_0: return RowsFor<kQ5_0>(w, stride, xq, y, r0, r1, n);
+    case kQ5_1: return RowsFor<kQ5_1>(w, stride, xq, y, r0, r1, n);
+    case kIQ4_NL: return RowsFor<kIQ4_NL>(w, stride, xq, y, r0, r1, n);
+    case kMXFP4: return RowsFor<kMXFP4>(w, stride, xq, y, r0, r1, n);
+    case kQ2_K: return RowsFor<kQ2_K>(w, stride, xq, y, r0, r1, n);
+    case kQ3_K: return RowsFor<kQ3_K>(w, stride, xq, y, r0, r1, n);
+    case kIQ4_XS: return RowsFor<kIQ4_XS>(w, stride, xq, y, r0, r1, n);
   }
 }
 
@@ -314,13 +348,14 @@ HWY_INLINE hn::Vec<DIx> LoadU8AsI32(const uint8_t* p) { return hn::PromoteTo(DIx
 HWY_INLINE hn::Vec<DIx> LoadI8AsI32(const int8_t* p) { return hn::PromoteTo(DIx(), hn::LoadU(hn::Rebind<int8_t, DIx>(), p)); }
 HWY_INLINE hn::Vec<DFx> ToFloat(hn::Vec<DIx> v) { return hn::ConvertTo(DFx(), v); }
 
-// xs[g]: sum of x over the 32-element group g, for the min term of Q4_K/Q5_K.
-void GroupSums32(const float* x, int64_t n, float* xs) {
+// xs[g]: sum of x over the `group`-element group g (16 or 32), for the min
+// terms of Q4_K/Q5_K/Q4_1/Q5_1 (32) and Q2_K (16).
+void GroupSums(const float* x, int64_t n, int group, float* xs) {
   const DFx df;
   const size_t N = hn::Lanes(df);
-  for (int64_t g = 0; g < n / 32; ++g, x += 32) {
+  for (int64_t g = 0; g < n / group; ++g, x += group) {
     auto s = hn::LoadU(df, x);
-    for (size_t off = N; off < 32; off += N) s = hn::Add(s, hn::LoadU(df, x + off));
+    for (size_t off = N; off < size_t(group); off += N) s = hn::Add(s, hn::LoadU(df, x + off));
     xs[g] = hn::GetLane(hn::SumOfLanes(df, s));
   }
 }
@@ -462,6 +497,9 @@ HWY_INLINE float DotRowF32(const uint8_t* w, const float* x, const float* xs, in
   if constexpr (K == kQ4_K) return DotK4F32<false>(reinterpret_cast<const BlockQ4_K*>(w), x, xs, n / QK_K);
   if constexpr (K == kQ5_K) return DotK4F32<true>(reinterpret_cast<const BlockQ5_K*>(w), x, xs, n / QK_K);
   if constexpr (K == kQ6_K) return DotQ6_KF32(reinterpret_cast<const BlockQ6_K*>(w), x, n / QK_K);
+  if constexpr (K == kQ4_0 || K == kQ4_1 || K == kQ5_0 || K == kQ5_1 || K == kIQ4_NL || K == kMXFP4)
+    return DotQ32F32<K>(w, x, xs, n / 32);
+  if constexpr (K == kQ2_K || K == kQ3_K || K == kIQ4_XS) return DotLowKF32<K>(w, x, xs, n / QK_K);
   return 0.f;
 }
 
@@ -473,26 +511,38 @@ HWY_NOINLINE void RowsF32For(const uint8_t* w, size_t stride, const float* x, co
 
 void MatvecRowsF32(int kernel, const uint8_t* w, size_t stride, const float* x, float* y, int64_t r0, int64_t r1,
                    int64_t n) {
-  if (kernel == kQ4_K || kernel == kQ5_K) {
-    // Group sums of x: on the stack up to n = 131072 (16 KiB), else on the heap.
-    const size_t need = static_cast<size_t>(n / 32);
-    HWY_ALIGN float stack_buf[4096];
-    std::vector<float> heap_buf;
-    float* xs = stack_buf;
+  // Group sums of x for the types with a min term: on the stack up to 4096
+  // groups (n = 131072 for 32-element groups), else on the heap.
+  const int group = kernel == kQ2_K ? 16 : (kernel == kQ4_K || kernel == kQ5_K || kernel == kQ4_1 || kernel == kQ5_1) ? 32 : 0;
+  HWY_ALIGN float stack_buf[4096];
+  std::vector<float> heap_buf;
+  float* xs = nullptr;
+  if (group) {
+    const size_t need = static_cast<size_t>(n / group);
+    xs = stack_buf;
     if (need > 4096) {
       heap_buf.resize(need);
       xs = heap_buf.data();
     }
-    GroupSums32(x, n, xs);
-    if (kernel == kQ4_K) return RowsF32For<kQ4_K>(w, stride, x, xs, y, r0, r1, n);
-    return RowsF32For<kQ5_K>(w, stride, x, xs, y, r0, r1, n);
+    GroupSums(x, n, group, xs);
   }
   switch (kernel) {
-    case kF32: return RowsF32For<kF32>(w, stride, x, nullptr, y, r0, r1, n);
-    case kF16: return RowsF32For<kF16>(w, stride, x, nullptr, y, r0, r1, n);
-    case kBF16: return RowsF32For<kBF16>(w, stride, x, nullptr, y, r0, r1, n);
-    case kQ8_0: return RowsF32For<kQ8_0>(w, stride, x, nullptr, y, r0, r1, n);
-    case kQ6_K: return RowsF32For<kQ6_K>(w, stride, x, nullptr, y, r0, r1, n);
+    case kF32: return RowsF32For<kF32>(w, stride, x, xs, y, r0, r1, n);
+    case kF16: return RowsF32For<kF16>(w, stride, x, xs, y, r0, r1, n);
+    case kBF16: return RowsF32For<kBF16>(w, stride, x, xs, y, r0, r1, n);
+    case kQ8_0: return RowsF32For<kQ8_0>(w, stride, x, xs, y, r0, r1, n);
+    case kQ4_K: return RowsF32For<kQ4_K>(w, stride, x, xs, y, r0, r1, n);
+    case kQ5_K: return RowsF32For<kQ5_K>(w, stride, x, xs, y, r0, r1, n);
+    case kQ6_K: return RowsF32For<kQ6_K>(w, stride, x, xs, y, r0, r1, n);
+    case kQ4_0: return RowsF32For<kQ4_0>(w, stride, x, xs, y, r0, r1, n);
+    case kQ4_1: return RowsF32For<kQ4_1>(w, stride, x, xs, y, r0, r1, n);
+    case kQ5_0: return RowsF32For<kQ5_0>(w, stride, x, xs, y, r0, r1, n);
+    case kQ5_1: return RowsF32For<kQ5_1>(w, stride, x, xs, y, r0, r1, n);
+    case kIQ4_NL: return RowsF32For<kIQ4_NL>(w, stride, x, xs, y, r0, r1, n);
+    case kMXFP4: return RowsF32For<kMXFP4>(w, stride, x, xs, y, r0, r1, n);
+    case kQ2_K: return RowsF32For<kQ2_K>(w, stride, x, xs, y, r0, r1, n);
+    case kQ3_K: return RowsF32For<kQ3_K>(w, stride, x, xs, y, r0, r1, n);
+    case kIQ4_XS: return RowsF32For<kIQ4_XS>(w, stride, x, xs, y, r0, r1, n);
     default: return;
   }
 }
@@ -554,10 +604,19 @@ GgmlType activation_type(GgmlType weight_type) {
     case GgmlType::F32:
     case GgmlType::F16:
     case GgmlType::BF16: return GgmlType::F32;
-    case GgmlType::Q8_0: return GgmlType::Q8_0;
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4: return GgmlType::Q8_0;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return GgmlType::Q8_K;
+    case GgmlType::Q6_K:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::IQ4_XS: return GgmlType::Q8_K;
     default:
       throw Error(std::string("CPU kernels: weight type ") + type_name(weight_type) + " is not supported");
   }
@@ -660,6 +719,112 @@ float ref_q6_k(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb) {
   return sum;
 }
 
+// Integer quant of element j (0..31) of a 32-element block, and its block's d, m.
+int q32_quant(GgmlType t, const uint8_t* blk, int j, float* d, float* m) {
+  auto nib = [&](const uint8_t* qs) { return j < 16 ? (qs[j] & 0xF) : (qs[j - 16] >> 4); };
+  auto hb = [&](const uint8_t* qh) { return ((qh[j / 8] >> (j % 8)) & 1) << 4; };
+  *m = 0.f;
+  switch (t) {
+    case GgmlType::Q4_0: {
+      const auto& b = *reinterpret_cast<const BlockQ4_0*>(blk);
+      *d = half_to_float(b.d);
+      return nib(b.qs) - 8;
+    }
+    case GgmlType::Q4_1: {
+      const auto& b = *reinterpret_cast<const BlockQ4_1*>(blk);
+      *d = half_to_float(b.d);
+      *m = half_to_float(b.m);
+      return nib(b.qs);
+    }
+    case GgmlType::Q5_0: {
+      const auto& b = *reinterpret_cast<const BlockQ5_0*>(blk);
+      *d = half_to_float(b.d);
+      return (nib(b.qs) | hb(b.qh)) - 16;
+    }
+    case GgmlType::Q5_1: {
+      const auto& b = *reinterpret_cast<const BlockQ5_1*>(blk);
+      *d = half_to_float(b.d);
+      *m = half_to_float(b.m);
+      return nib(b.qs) | hb(b.qh);
+    }
+    case GgmlType::IQ4_NL: {
+      const auto& b = *reinterpret_cast<const BlockIQ4_NL*>(blk);
+      *d = half_to_float(b.d);
+      return kValuesIQ4NL[nib(b.qs)];
+    }
+    default: {
+      const auto& b = *reinterpret_cast<const BlockMXFP4*>(blk);
+      *d = e8m0_to_fp32_half(b.e);
+      return kValuesMXFP4[nib(b.qs)];
+    }
+  }
+}
+
+float ref_q32(GgmlType t, const uint8_t* w, const BlockQ8_0* a, int64_t nb) {
+  const size_t bytes = static_cast<size_t>(type_traits(t).type_size);
+  float sum = 0.f;
+  for (int64_t b = 0; b < nb; ++b, w += bytes) {
+    int32_t s = 0, sa = 0;
+    float d = 0.f, m = 0.f;
+    for (int j = 0; j < 32; ++j) {
+      s += q32_quant(t, w, j, &d, &m) * a[b].qs[j];
+      sa += a[b].qs[j];
+    }
+    const float da = half_to_float(a[b].d);
+    sum += d * da * static_cast<float>(s) + m * da * static_cast<float>(sa);
+  }
+  return sum;
+}
+
+// Q2_K / Q3_K / IQ4_XS: integer quant and group scale of element i.
+int lowk_quant(GgmlType t, const uint8_t* blk, int i, int* scale, int* min) {
+  const int qi = 32 * (i / 128) + i % 32, shift = 2 * ((i % 128) / 32);
+  *min = 0;
+  if (t == GgmlType::Q2_K) {
+    const auto& b = *reinterpret_cast<const BlockQ2_K*>(blk);
+    *scale = b.scales[i / 16] & 0xF;
+    *min = b.scales[i / 16] >> 4;
+    return (b.qs[qi] >> shift) & 3;
+  }
+  if (t == GgmlType::Q3_K) {
+    const auto& b = *reinterpret_cast<const BlockQ3_K*>(blk);
+    *scale = q3_k_scale(b.scales, i / 16) - 32;
+    return ((b.qs[qi] >> shift) & 3) - (((b.hmask[i % 32] >> (i / 32)) & 1) ? 0 : 4);
+  }
+  const auto& b = *reinterpret_cast<const BlockIQ4_XS*>(blk);
+  const int ib = i / 32, j = i % 32;
+  *scale = (((b.scales_l[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((b.scales_h >> (2 * ib)) & 3) << 4)) - 32;
+  const uint8_t byte = b.qs[16 * ib + j % 16];
+  return kValuesIQ4NL[j < 16 ? (byte & 0xF) : (byte >> 4)];
+}
+
+float ref_lowk(GgmlType t, const uint8_t* w, const BlockQ8_K* a, int64_t nb) {
+  const size_t bytes = static_cast<size_t>(type_traits(t).type_size);
+  float sum = 0.f;
+  for (int64_t b = 0; b < nb; ++b, w += bytes) {
+    int32_t s = 0, mins = 0;
+    for (int g = 0; g < 16; ++g) {
+      int32_t sg = 0;
+      int scale = 0, min = 0;
+      for (int i = 16 * g; i < 16 * g + 16; ++i) sg += lowk_quant(t, w, i, &scale, &min) * a[b].qs[i];
+      s += scale * sg;
+      mins += min * a[b].bsums[g];
+    }
+    // Q2_K's d/dmin sit at the end of the block, Q3_K's d too, IQ4_XS's d first.
+    float d = 0.f, dmin = 0.f;
+    if (t == GgmlType::Q2_K) {
+      d = half_to_float(reinterpret_cast<const BlockQ2_K*>(w)->d);
+      dmin = half_to_float(reinterpret_cast<const BlockQ2_K*>(w)->dmin);
+    } else if (t == GgmlType::Q3_K) {
+      d = half_to_float(reinterpret_cast<const BlockQ3_K*>(w)->d);
+    } else {
+      d = half_to_float(reinterpret_cast<const BlockIQ4_XS*>(w)->d);
+    }
+    sum += a[b].d * d * static_cast<float>(s) - a[b].d * dmin * static_cast<float>(mins);
+  }
+  return sum;
+}
+
 }  // namespace
 
 float vec_dot_ref(GgmlType wtype, const void* wrow, const void* xq, int64_t n) {
@@ -675,6 +840,17 @@ float vec_dot_ref(GgmlType wtype, const void* wrow, const void* xq, int64_t n) {
     case kQ5_K:
       return ref_k4(static_cast<const BlockQ5_K*>(wrow), static_cast<const BlockQ8_K*>(xq), n / QK_K, q5_k_quant);
     case kQ6_K: return ref_q6_k(static_cast<const BlockQ6_K*>(wrow), static_cast<const BlockQ8_K*>(xq), n / QK_K);
+    case kQ4_0:
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1:
+    case kIQ4_NL:
+    case kMXFP4:
+      return ref_q32(wtype, static_cast<const uint8_t*>(wrow), static_cast<const BlockQ8_0*>(xq), n / 32);
+    case kQ2_K:
+    case kQ3_K:
+    case kIQ4_XS:
+      return ref_lowk(wtype, static_cast<const uint8_t*>(wrow), static_cast<const BlockQ8_K*>(xq), n / QK_K);
   }
   return 0.f;
 }

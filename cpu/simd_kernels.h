@@ -11,8 +11,10 @@
 
 namespace vkmoe {
 
-// Activation format a weight type is multiplied against: Q8_K for Q4_K/Q5_K/Q6_K,
-// Q8_0 for Q8_0, F32 for F32/F16/BF16. Throws Error for other weight types.
+// Activation format a weight type is multiplied against: Q8_K for the 256-element
+// K/IQ4_XS types (Q2_K..Q6_K, IQ4_XS), Q8_0 for the 32-element ones (Q8_0,
+// Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4), F32 for F32/F16/BF16. Throws Error
+// for other weight types.
 GgmlType activation_type(GgmlType weight_type);
 size_t activation_bytes(GgmlType weight_type, int64_t n);
 // Quantizes x[n] into xq (activation_bytes(weight_type, n) bytes). Equals
@@ -27,8 +29,8 @@ float vec_dot_ref(GgmlType wtype, const void* wrow, const void* xq, int64_t n);
 
 // Exact-activation variant: y[r - r0] = sum_i dequant(W[r][i]) * x[i] with x
 // in f32 (no activation quantization; the same math as the GPU kernels up to
-// float summation order). Weight types: Q4_K, Q5_K, Q6_K, Q8_0, F16, BF16,
-// F32; other types or n not a multiple of the block size throw Error.
+// float summation order). Weight types: those of activation_type; other
+// types or n not a multiple of the block size throw Error.
 void matvec_rows_f32(GgmlType wtype, const uint8_t* w, const float* x, float* y, int64_t r0, int64_t r1, int64_t n);
 
 const char* simd_target_name();  // the Highway target chosen at run time

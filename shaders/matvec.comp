@@ -21,6 +21,11 @@
 #define WT_Q4_K 5
 #define WT_Q5_K 6
 #define WT_Q6_K 7
+#define WT_Q4_0 8
+#define WT_Q4_1 9
+#define WT_Q5_0 10
+#define WT_Q5_1 11
+#define WT_IQ4_NL 12
 
 #ifndef INDEXED
 #define INDEXED 0
@@ -42,6 +47,15 @@
 #define UPB 4
 #define NXV 2
 #define NEED_W16 1
+#elif WTYPE == WT_Q4_0 || WTYPE == WT_Q4_1 || WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1 || WTYPE == WT_IQ4_NL
+// 32-element blocks, 2-byte aligned; unit k = qs bytes [4k, 4k+4): elements
+// 4k.. (low nibbles) and 16+4k.. (high nibbles).
+#define QK 32
+#define BLOCK_BYTES (WTYPE == WT_Q4_1 ? 20 : WTYPE == WT_Q5_0 ? 22 : WTYPE == WT_Q5_1 ? 24 : 18)
+#define UPB 4
+#define NXV 2
+#define NEED_W16 1
+#define Q32 1
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
 #define QK 256
 #define BLOCK_BYTES (WTYPE == WT_Q4_K ? 144 : 176)
@@ -115,6 +129,11 @@ uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
 
 float hsum(vec4 a) { return (a.x + a.y) + (a.z + a.w); }
 
+#if WTYPE == WT_IQ4_NL
+const float KV_IQ4NL[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0,
+                                     38.0, 53.0, 69.0, 89.0, 113.0);
+#endif
+
 // x slice of unit k of block b; xb = x base in vec4 units.
 XData load_x(uint xb, uint b, uint k) {
   XData d;
@@ -127,6 +146,11 @@ XData load_x(uint xb, uint b, uint k) {
   d.v[0] = x4[v];
   d.v[1] = x4[v + 1];
   d.s.x = hsum(d.v[0] + d.v[1]);
+#elif defined(Q32)
+  d.v[0] = x4[xb + b * 8 + k];
+  d.v[1] = x4[xb + b * 8 + 4 + k];
+  d.s.x = hsum(d.v[0]);
+  d.s.y = hsum(d.v[1]);
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   // unit k: quants [16*(k&1), +16) of the 32-quant group j = k/2; low nibbles
   // are elements 64j + l, high nibbles 64j + 32 + l.
@@ -187,6 +211,23 @@ WData load_w(uint bb, uint k) {
   w.a.x = uint(w2[hw]);
   w.a.y = ld32(i);
   w.a.z = ld32(i + 2);
+#elif defined(Q32)
+  // w.a: x = d (f16, then m for Q4_1/Q5_1), y = qs word, z = qh word (Q5_x).
+  // Offsets in u16: Q4_0/IQ4_NL qs @1; Q4_1 m @1, qs @2; Q5_0 qh @1, qs @3;
+  // Q5_1 m @1, qh @2, qs @4.
+  const uint hw = bb >> 1;
+#if WTYPE == WT_Q4_1 || WTYPE == WT_Q5_1
+  w.a.x = uint(w2[hw]) | (uint(w2[hw + 1]) << 16);
+#else
+  w.a.x = uint(w2[hw]);
+#endif
+#if WTYPE == WT_Q5_0
+  w.a.z = ld32(hw + 1);
+#elif WTYPE == WT_Q5_1
+  w.a.z = ld32(hw + 2);
+#endif
+  const uint qs = WTYPE == WT_Q4_1 ? 2u : WTYPE == WT_Q5_0 ? 3u : WTYPE == WT_Q5_1 ? 4u : 1u;
+  w.a.y = ld32(hw + qs + 2 * k);
 #elif WTYPE == WT_Q4_K
   const uint i = bb >> 4;
   w.a = w4[i];          // d, dmin, scales
@@ -240,6 +281,37 @@ float dot_w(WData w, uint k, XData xd) {
   a = fma(qfloat(q1 >> 1, 0x007F8000u), xd.v[1].z, a);
   a = fma(qfloat(q1 >> 9, 0x007F8000u), xd.v[1].w, a);
   return d * (256.0 * a - 384.0 * xd.s.x);
+#elif defined(Q32)
+  const uint lo = w.a.y & 0x0F0F0F0Fu, hi = (w.a.y >> 4) & 0x0F0F0F0Fu;
+#if WTYPE == WT_IQ4_NL
+  const float d = unpackHalf2x16(w.a.x).x;
+  float a = 0.0;
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    a = fma(KV_IQ4NL[(lo >> (8 * i)) & 15u], xd.v[0][i], a);
+    a = fma(KV_IQ4NL[(hi >> (8 * i)) & 15u], xd.v[1][i], a);
+  }
+  return d * a;
+#else
+#if WTYPE == WT_Q5_0 || WTYPE == WT_Q5_1
+  // bit j of qh is bit 4 of element j: elements 4k+i and 16+4k+i.
+  const uint hl = w.a.z >> (4 * k), hh = w.a.z >> (16 + 4 * k);
+  const uint lo5 = lo | ((hl & 1u) << 4) | ((hl & 2u) << 11) | ((hl & 4u) << 18) | ((hl & 8u) << 25);
+  const uint hi5 = hi | ((hh & 1u) << 4) | ((hh & 2u) << 11) | ((hh & 4u) << 18) | ((hh & 8u) << 25);
+  const float alo = dot4q(lo5, 0x001F0000u, xd.v[0], 0.0), ahi = dot4q(hi5, 0x001F0000u, xd.v[1], 0.0);
+#else
+  const float alo = dot4q(lo, 0x000F0000u, xd.v[0], 0.0), ahi = dot4q(hi, 0x000F0000u, xd.v[1], 0.0);
+#endif
+  // sum(q x) = 128 (a - sum(x)); Q4_0/Q5_0 subtract 8/16 from q, Q4_1/Q5_1 add m.
+  const vec2 dm = unpackHalf2x16(w.a.x);
+  const float sq = 128.0 * ((alo - xd.s.x) + (ahi - xd.s.y)), sx = xd.s.x + xd.s.y;
+#if WTYPE == WT_Q4_0
+  return dm.x * (sq - 8.0 * sx);
+#elif WTYPE == WT_Q5_0
+  return dm.x * (sq - 16.0 * sx);
+#else
+  return dm.x * sq + dm.y * sx;
+#endif
+#endif
 #elif WTYPE == WT_Q4_K
   float sc0, sc1, m0, m1;
   k_scales(w.a, k >> 1, sc0, sc1, m0, m1);

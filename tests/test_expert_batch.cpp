@@ -24,8 +24,10 @@ using namespace vkmoe::test;
 
 namespace {
 
-const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q8_0,
+                                 GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::Q4_0,
+                                 GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::IQ4_NL,
+                                 GgmlType::MXFP4, GgmlType::Q2_K,  GgmlType::Q3_K,   GgmlType::IQ4_XS};
 
 std::vector<uint8_t> random_rows(std::mt19937& rng, GgmlType t, int64_t rows, int64_t n) {
   const size_t rb = row_bytes(t, n);
@@ -96,7 +98,7 @@ TEST(MatmulRowsF32, RejectsUnsupportedTypesAndShapes) {
   std::vector<uint8_t> buf(8192);
   std::vector<float> x(512, 1.f), y(4, 7.f);
   const float* xp = x.data();
-  EXPECT_THROW(matmul_rows_f32(GgmlType::Q4_0, buf.data(), &xp, 1, y.data(), 4, 0, 1, 256), Error);
+  EXPECT_THROW(matmul_rows_f32(GgmlType::Q8_1, buf.data(), &xp, 1, y.data(), 4, 0, 1, 256), Error);
   EXPECT_THROW(matmul_rows_f32(GgmlType::Q8_K, buf.data(), &xp, 1, y.data(), 4, 0, 1, 256), Error);
   EXPECT_THROW(matmul_rows_f32(GgmlType::Q4_K, buf.data(), &xp, 1, y.data(), 4, 0, 1, 100), Error);
   matmul_rows_f32(GgmlType::Q4_K, buf.data(), &xp, 0, y.data(), 4, 0, 1, 256);  // no vectors
@@ -108,14 +110,17 @@ namespace {
 
 constexpr int kEmbd = 256, kFf = 256, kTokens = 70;
 
-// Seven experts: every supported type appears as gate, as up and as down.
-const GgmlType kExpertTypes[7][3] = {
+// Thirteen experts: every supported type appears as gate, as up and as down.
+const GgmlType kExpertTypes[13][3] = {
+    {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0},     {GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4},
+    {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS},   {GgmlType::Q5_0, GgmlType::Q4_0, GgmlType::Q4_1},
+    {GgmlType::MXFP4, GgmlType::Q5_1, GgmlType::IQ4_NL},  {GgmlType::IQ4_XS, GgmlType::Q2_K, GgmlType::Q3_K},
     {GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K}, {GgmlType::Q5_K, GgmlType::Q8_0, GgmlType::Q4_K},
     {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0},  {GgmlType::Q6_K, GgmlType::F32, GgmlType::Q5_K},
     {GgmlType::F32, GgmlType::F16, GgmlType::BF16},   {GgmlType::Q8_0, GgmlType::Q6_K, GgmlType::F32},
     {GgmlType::BF16, GgmlType::Q5_K, GgmlType::F16}};
 
-// Batches of n = 1, 3, 17, 64 (and 0) tokens over the seven experts, tokens
+// Batches of n = 1 .. 64 (and 0) tokens over the thirteen experts, tokens
 // drawn without repetition within a batch, so most tokens meet several experts.
 struct Problem {
   std::vector<RandomExpert> experts;
@@ -129,7 +134,7 @@ struct Problem {
 Problem make_problem(std::mt19937& rng) {
   Problem p;
   for (const auto& t : kExpertTypes) p.experts.push_back(make_expert(rng, t[0], t[1], t[2], kEmbd, kFf));
-  const int sizes[] = {1, 3, 17, 64, 0, 17, 3, 64, 1, 0};
+  const int sizes[] = {1, 3, 17, 64, 5, 17, 3, 64, 1, 9, 33, 2, 7, 0, 0};
   std::uniform_real_distribution<float> wdist(0.05f, 0.5f);
   for (size_t b = 0; b < std::size(sizes); ++b) {
     std::vector<int32_t> all(kTokens);
@@ -337,7 +342,7 @@ TEST(ExpertFfnBatched, RejectsBadBatches) {
   bad_n.n = -1;
   EXPECT_THROW(run({bad_n}), Error);
   ExpertBatch bad_type = good;
-  bad_type.expert.down_type = GgmlType::Q4_0;
+  bad_type.expert.down_type = GgmlType::Q8_1;
   EXPECT_THROW(run({bad_type}), Error);
   EXPECT_THROW(run({good}, kEmbd - 1), Error);
 }

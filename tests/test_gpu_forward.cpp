@@ -117,3 +117,26 @@ TEST(GpuOffload, GreedyOutputIdenticalAtAnyBudget) {
     EXPECT_EQ(greedy(*e, prompt, 12), want);
   }
 }
+
+// Types with CPU kernels only: the GPU engine refuses the model up front with
+// one line naming the type and a tensor, in every MoE mode.
+TEST(GpuForward, CpuOnlyWeightTypesAreAClearError) {
+  for (const char* q : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q3_K", "Q2_K", "IQ4_XS", "MXFP4"}) {
+    auto m = synth(std::string("arch=qwen3moe,quant=") + q, 1);
+    for (PlanMode mode : {PlanMode::Resident, PlanMode::CpuMoe}) {
+      EngineOptions o;
+      o.n_ctx = 32;
+      o.mode = mode;
+      try {
+        make_engine(*m, o);
+        ADD_FAILURE() << q << ": expected Error";
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        // (Q2_K, IQ4_XS, MXFP4 are mixes; their first GPU-less tensor has that type.)
+        EXPECT_NE(msg.find(std::string("no kernels for tensor type ") + q + " (tensor 'blk."), std::string::npos) << msg;
+        EXPECT_NE(msg.find("--backend cpu"), std::string::npos) << msg;
+        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+      }
+    }
+  }
+}

@@ -43,10 +43,11 @@ TEST(QuantTraits, SizesMatchGgml) {
   };
   const Expect all[] = {
       {GgmlType::F32, 1, 4, true},       {GgmlType::F16, 1, 2, true},     {GgmlType::BF16, 1, 2, true},
-      {GgmlType::Q4_0, 32, 18, false},   {GgmlType::Q4_1, 32, 20, false}, {GgmlType::Q5_0, 32, 22, false},
-      {GgmlType::Q5_1, 32, 24, false},   {GgmlType::Q8_0, 32, 34, true},  {GgmlType::Q8_1, 32, 36, false},
-      {GgmlType::Q2_K, 256, 84, false},  {GgmlType::Q3_K, 256, 110, false}, {GgmlType::Q4_K, 256, 144, true},
+      {GgmlType::Q4_0, 32, 18, true},    {GgmlType::Q4_1, 32, 20, true},  {GgmlType::Q5_0, 32, 22, true},
+      {GgmlType::Q5_1, 32, 24, true},    {GgmlType::Q8_0, 32, 34, true},  {GgmlType::Q8_1, 32, 36, false},
+      {GgmlType::Q2_K, 256, 84, true},   {GgmlType::Q3_K, 256, 110, true}, {GgmlType::Q4_K, 256, 144, true},
       {GgmlType::Q5_K, 256, 176, true},  {GgmlType::Q6_K, 256, 210, true}, {GgmlType::Q8_K, 256, 292, true},
+      {GgmlType::IQ4_NL, 32, 18, true},  {GgmlType::IQ4_XS, 256, 136, true}, {GgmlType::MXFP4, 32, 17, true},
   };
   for (const Expect& e : all) {
     const TypeTraits& tr = type_traits(e.t);
@@ -87,9 +88,11 @@ TEST(QuantTraits, RowBytes) {
 TEST(QuantTraits, UnsupportedTypesThrow) {
   std::vector<float> x(256, 1.f);
   std::vector<uint8_t> buf(1024);
-  EXPECT_THROW(dequantize_row(GgmlType::Q4_0, buf.data(), x.data(), 32), Error);
-  EXPECT_THROW(quantize_row(GgmlType::Q3_K, x.data(), buf.data(), 256), Error);
-  EXPECT_THROW(dot_row_f32(GgmlType::Q2_K, buf.data(), x.data(), 256), Error);
+  EXPECT_THROW(dequantize_row(GgmlType::Q8_1, buf.data(), x.data(), 32), Error);
+  EXPECT_THROW(quantize_row(GgmlType::Q8_1, x.data(), buf.data(), 256), Error);
+  EXPECT_THROW(dot_row_f32(GgmlType::Q8_1, buf.data(), x.data(), 256), Error);
+  EXPECT_THROW(dequantize_row(static_cast<GgmlType>(21), buf.data(), x.data(), 256), Error);  // IQ3_S
+  EXPECT_THROW(dequantize_row(GgmlType::Q3_K, buf.data(), x.data(), 32), Error);
   EXPECT_THROW(dequantize_row(GgmlType::Q4_K, buf.data(), x.data(), 100), Error);
 }
 
@@ -327,6 +330,184 @@ TEST(QuantKnown, Q8_0Quantize) {
   EXPECT_EQ(b.qs[12], 12);  // 0.5 * 127/5.25 = 12.10
 }
 
+// ---- types added for issue 10: hand-built blocks, values by ggml's formulas ----
+
+// 4-bit quants j | (15 - j) << 4: element j < 16 has quant j, element 16 + j has 15 - j.
+template <class Block>
+void ramp_nibbles(Block& b) {
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+}
+
+TEST(QuantKnown, Q4_0Block) {
+  BlockQ4_0 b;
+  b.d = 0x3800;  // 0.5: x = 0.5 * (q - 8)
+  ramp_nibbles(b);
+  const auto y = dequant(GgmlType::Q4_0, &b, 32);
+  EXPECT_EQ(y[0], -4.f);
+  EXPECT_EQ(y[15], 3.5f);
+  EXPECT_EQ(y[16], 3.5f);
+  EXPECT_EQ(y[31], -4.f);
+  EXPECT_EQ(y[9], 0.5f);
+}
+
+TEST(QuantKnown, Q4_1Block) {
+  BlockQ4_1 b;
+  b.d = 0x3C00;  // 1
+  b.m = 0xBC00;  // -1: x = q - 1
+  ramp_nibbles(b);
+  const auto y = dequant(GgmlType::Q4_1, &b, 32);
+  EXPECT_EQ(y[0], -1.f);
+  EXPECT_EQ(y[5], 4.f);
+  EXPECT_EQ(y[16], 14.f);
+  EXPECT_EQ(y[31], -1.f);
+}
+
+// qh word 0x00FF8001: bits 0, 15 and 16..23 set (bit 4 of those quants).
+const uint8_t kQh5[4] = {0x01, 0x80, 0xFF, 0x00};
+
+TEST(QuantKnown, Q5_0Block) {
+  BlockQ5_0 b;
+  b.d = 0x3800;  // 0.5: x = 0.5 * (q - 16)
+  std::memcpy(b.qh, kQh5, 4);
+  ramp_nibbles(b);
+  const auto y = dequant(GgmlType::Q5_0, &b, 32);
+  EXPECT_EQ(y[0], 0.f);     // 0 | 16
+  EXPECT_EQ(y[1], -7.5f);   // 1
+  EXPECT_EQ(y[15], 7.5f);   // 15 | 16
+  EXPECT_EQ(y[16], 7.5f);   // 15 | 16
+  EXPECT_EQ(y[20], 5.5f);   // 11 | 16
+  EXPECT_EQ(y[24], -4.5f);  // 7, bit 24 clear
+}
+
+TEST(QuantKnown, Q5_1Block) {
+  BlockQ5_1 b;
+  b.d = 0x3C00;  // 1
+  b.m = 0x4000;  // 2: x = q + 2
+  std::memcpy(b.qh, kQh5, 4);
+  ramp_nibbles(b);
+  const auto y = dequant(GgmlType::Q5_1, &b, 32);
+  EXPECT_EQ(y[0], 18.f);
+  EXPECT_EQ(y[1], 3.f);
+  EXPECT_EQ(y[16], 33.f);
+  EXPECT_EQ(y[24], 9.f);
+}
+
+TEST(QuantKnown, IQ4_NLBlock) {
+  BlockIQ4_NL b;
+  b.d = 0x3800;  // 0.5 * {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}[q]
+  ramp_nibbles(b);
+  const auto y = dequant(GgmlType::IQ4_NL, &b, 32);
+  EXPECT_EQ(y[0], -63.5f);
+  EXPECT_EQ(y[8], 0.5f);
+  EXPECT_EQ(y[15], 56.5f);
+  EXPECT_EQ(y[16], 56.5f);
+  EXPECT_EQ(y[20], 19.f);  // q 11: 38
+  EXPECT_EQ(y[31], -63.5f);
+}
+
+TEST(QuantKnown, MXFP4Block) {
+  // E8M0 e with ggml's halved convention: d = 2^(e - 128); values doubled e2m1
+  // {0, 1, 2, 3, 4, 6, 8, 12, -0, -1, -2, -3, -4, -6, -8, -12}.
+  EXPECT_EQ(e8m0_to_fp32_half(128), 1.f);
+  EXPECT_EQ(e8m0_to_fp32_half(127), 0.5f);
+  EXPECT_EQ(e8m0_to_fp32_half(2), std::ldexp(1.f, -126));
+  EXPECT_EQ(e8m0_to_fp32_half(1), std::ldexp(1.f, -127));
+  EXPECT_EQ(e8m0_to_fp32_half(0), std::ldexp(1.f, -128));
+  EXPECT_EQ(e8m0_to_fp32_half(254), std::ldexp(1.f, 126));
+  BlockMXFP4 b;
+  b.e = 128;
+  ramp_nibbles(b);
+  auto y = dequant(GgmlType::MXFP4, &b, 32);
+  EXPECT_EQ(y[5], 6.f);
+  EXPECT_EQ(y[7], 12.f);
+  EXPECT_EQ(y[9], -1.f);
+  EXPECT_EQ(y[16], -12.f);
+  EXPECT_EQ(y[23], -0.f);  // q 8
+  b.e = 126;  // d = 0.25
+  y = dequant(GgmlType::MXFP4, &b, 32);
+  EXPECT_EQ(y[7], 3.f);
+  EXPECT_EQ(y[29], 0.5f);  // q 2
+}
+
+TEST(QuantKnown, Q2_KBlock) {
+  BlockQ2_K b;
+  b.d = 0x3C00;     // 1
+  b.dmin = 0x3800;  // 0.5: x = (sc & 15) * q - 0.5 * (sc >> 4)
+  for (int g = 0; g < 16; ++g) b.scales[g] = static_cast<uint8_t>(g | ((15 - g) << 4));
+  std::memset(b.qs, 0xE4, sizeof(b.qs));  // bits 2j..2j+1 = j: q = (i % 128) / 32
+  b.qs[33] = 0x1B;                         // elements 129, 161, 193, 225: q = 3, 2, 1, 0
+  const auto y = dequant(GgmlType::Q2_K, &b, 256);
+  EXPECT_EQ(y[0], -7.5f);    // group 0, q 0, min 15
+  EXPECT_EQ(y[40], -4.5f);   // group 2 (sc 2, min 13), q 1
+  EXPECT_EQ(y[130], -3.5f);  // group 8, q 0
+  EXPECT_EQ(y[255], 45.f);   // group 15, q 3, min 0
+  EXPECT_EQ(y[129], 20.5f);  // group 8, q 3: 24 - 3.5
+  EXPECT_EQ(y[161], 17.5f);  // group 10, q 2: 20 - 2.5
+  EXPECT_EQ(y[193], 10.5f);  // group 12, q 1: 12 - 1.5
+  EXPECT_EQ(y[225], -0.5f);  // group 14, q 0, min 1
+}
+
+TEST(QuantKnown, Q3_KBlock) {
+  BlockQ3_K b;
+  b.d = 0x3800;  // 0.5: x = 0.5 * (scale - 32) * (q - (hbit ? 0 : 4))
+  // Scale j: low 4 bits from nibble j / 8 of byte j % 8, high 2 bits from bits
+  // 2 (j / 4) of byte 8 + j % 4. Here scales 0, 1, 3, 23, 1, 36, 56 for j = 0, 1, 3, 7, 8, 11, 15.
+  const uint8_t sc[12] = {0x10, 0x21, 0x32, 0x43, 0x54, 0x65, 0x76, 0x87, 0x00, 0x00, 0x00, 0xE4};
+  std::memcpy(b.scales, sc, 12);
+  EXPECT_EQ(q3_k_scale(b.scales, 7), 23);
+  EXPECT_EQ(q3_k_scale(b.scales, 11), 36);
+  EXPECT_EQ(q3_k_scale(b.scales, 15), 56);
+  std::memset(b.qs, 0xE4, sizeof(b.qs));       // q = (i % 128) / 32
+  std::memset(b.hmask, 0x0F, sizeof(b.hmask));  // high bit set for i < 128
+  const auto y = dequant(GgmlType::Q3_K, &b, 256);
+  EXPECT_EQ(y[48], -14.5f);   // scale 3 - 32, q 1
+  EXPECT_EQ(y[127], -13.5f);  // scale 23 - 32, q 3
+  EXPECT_EQ(y[128], 62.f);    // scale 1 - 32, q 0 - 4
+  EXPECT_EQ(y[180], -6.f);    // scale 36 - 32, q 1 - 4
+  EXPECT_EQ(y[255], -12.f);   // scale 56 - 32, q 3 - 4
+}
+
+TEST(QuantKnown, IQ4_XSBlock) {
+  BlockIQ4_XS b;
+  b.d = 0x3800;  // 0.5: x = 0.5 * (ls - 32) * kValuesIQ4NL[q]
+  const uint8_t lo[4] = {0x10, 0x32, 0x54, 0x76};  // low nibbles 0..7
+  std::memcpy(b.scales_l, lo, 4);
+  b.scales_h = 0x1BE4;  // high bits 0, 1, 2, 3, 3, 2, 1, 0: ls 0, 17, 34, 51, 52, 37, 22, 7
+  for (int ib = 0; ib < 8; ++ib)
+    for (int j = 0; j < 16; ++j) b.qs[16 * ib + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  const auto y = dequant(GgmlType::IQ4_XS, &b, 256);
+  EXPECT_EQ(y[0], 2032.f);     // -32 * -127 / 2
+  EXPECT_EQ(y[40], -7.5f);     // -15 * 1 / 2
+  EXPECT_EQ(y[79], 113.f);     // 2 * 113 / 2
+  EXPECT_EQ(y[112], 1073.5f);  // 19 * 113 / 2
+  EXPECT_EQ(y[150], 130.f);    // group 4 (ls - 32 = 20), element 22: high nibble 9 -> 13
+  EXPECT_EQ(y[255], 1587.5f);  // -25 * -127 / 2
+}
+
+TEST(QuantKnown, Q4_0AndMXFP4Quantize) {
+  std::vector<float> x(32);
+  for (int i = 0; i < 32; ++i) x[i] = (i - 10) * 0.25f;  // max 5.25 at i = 31
+  BlockQ4_0 b;
+  quantize_row(GgmlType::Q4_0, x.data(), &b, 32);
+  EXPECT_EQ(b.d, fp32_to_fp16(-0.65625f));  // max / -8
+  EXPECT_EQ(b.qs[15] >> 4, 0);              // x[31] * id = -8 -> 0
+  EXPECT_EQ(b.qs[10] & 0xF, 8);             // 0
+  EXPECT_EQ(b.qs[0] & 0xF, 12);             // -2.5 / -0.65625 = 3.81 + 8.5 -> 12
+  std::vector<float> m(32, 0.f);
+  m[0] = 3.f;    // amax: e = floor(log2 3) - 2 + 127 = 126, d = 0.25
+  m[1] = 1.f;    // 4 -> index 4
+  m[2] = -0.3f;  // -1.2 -> -1, index 9
+  m[3] = 2.6f;   // 10.4 -> 12 (err 0.4 vs 0.6), index 7
+  BlockMXFP4 mb;
+  quantize_row(GgmlType::MXFP4, m.data(), &mb, 32);
+  EXPECT_EQ(mb.e, 126);
+  EXPECT_EQ(mb.qs[0] & 0xF, 7);
+  EXPECT_EQ(mb.qs[1] & 0xF, 4);
+  EXPECT_EQ(mb.qs[2] & 0xF, 9);
+  EXPECT_EQ(mb.qs[3] & 0xF, 7);
+  EXPECT_EQ(mb.qs[4] & 0xF, 0);
+}
+
 // Relative RMS error of quantize + dequantize on Gaussian data.
 double roundtrip_rel_rms(GgmlType t, const std::vector<float>& x) {
   std::vector<uint8_t> q(row_bytes(t, x.size()));
@@ -346,11 +527,17 @@ struct RoundTripBound {
 };
 // Measured maxima over 300 seeds (Gaussian / with 0.2% outliers x8):
 // F16 2e-4/3e-4, BF16 1.7e-3/2.1e-3, Q8_0 .0057/.0089, Q8_K .0079/.023,
-// Q6_K .018/.027, Q5_K .038/.045, Q4_K .074/.089; bounds leave ~10% headroom.
+// Q6_K .018/.027, Q5_K .038/.045, Q4_K .074/.089, Q4_0 .091/.136, Q4_1
+// .082/.098, Q5_0 .045/.068, Q5_1 .040/.046, IQ4_NL .080/.107, MXFP4
+// .124/.153, Q2_K .278/.302, Q3_K .150/.184, IQ4_XS .081/.108; bounds leave
+// ~10% headroom.
 const RoundTripBound kRoundTripBounds[] = {
     {GgmlType::F32, 0.0, 0.0},       {GgmlType::F16, 5e-4, 5e-4},    {GgmlType::BF16, 3e-3, 3e-3},
     {GgmlType::Q8_0, 0.008, 0.012},  {GgmlType::Q8_K, 0.01, 0.03},   {GgmlType::Q6_K, 0.02, 0.032},
-    {GgmlType::Q5_K, 0.042, 0.055},  {GgmlType::Q4_K, 0.082, 0.105},
+    {GgmlType::Q5_K, 0.042, 0.055},  {GgmlType::Q4_K, 0.082, 0.105},  {GgmlType::Q4_0, 0.1, 0.15},
+    {GgmlType::Q4_1, 0.09, 0.11},    {GgmlType::Q5_0, 0.05, 0.075},   {GgmlType::Q5_1, 0.044, 0.051},
+    {GgmlType::IQ4_NL, 0.088, 0.118}, {GgmlType::MXFP4, 0.137, 0.169}, {GgmlType::Q2_K, 0.31, 0.335},
+    {GgmlType::Q3_K, 0.165, 0.2},    {GgmlType::IQ4_XS, 0.089, 0.119},
 };
 
 // Rows of 16 super-blocks with a per-block magnitude varying 1x..5x.
@@ -383,9 +570,12 @@ TEST(QuantRoundTrip, OutlierErrorBounds) {
 }
 
 // Degenerate blocks: zeros, constants, a single spike. Every value must stay
-// within one quantization step of its input.
+// within 0.01 of its input, except that the IQ4 codebooks have no zero: next
+// to the spike of 3 a zero becomes d * 1 with d ~ 3/127 (0.024, as in ggml).
 TEST(QuantRoundTrip, DegenerateBlocks) {
-  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q8_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q4_K};
+  const GgmlType types[] = {GgmlType::Q8_0, GgmlType::Q8_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q4_K,
+                            GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL,
+                            GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
   std::vector<std::vector<float>> rows;
   rows.push_back(std::vector<float>(256, 0.f));
   rows.push_back(std::vector<float>(256, 0.75f));
@@ -399,7 +589,9 @@ TEST(QuantRoundTrip, DegenerateBlocks) {
       std::vector<uint8_t> q(row_bytes(t, 256));
       quantize_row(t, x.data(), q.data(), 256);
       const auto y = dequant(t, q.data(), 256);
-      for (int i = 0; i < 256; ++i) ASSERT_NEAR(y[i], x[i], 0.01f) << type_name(t) << " row " << r << " i " << i;
+      const bool iq4 = t == GgmlType::IQ4_NL || t == GgmlType::IQ4_XS;
+      const float tol = iq4 && r == 3 ? 0.025f : 0.01f;
+      for (int i = 0; i < 256; ++i) ASSERT_NEAR(y[i], x[i], tol) << type_name(t) << " row " << r << " i " << i;
     }
   }
 }

@@ -28,8 +28,10 @@ using namespace vkmoe::test;
 
 namespace {
 
-const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q8_0,
+                                 GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::Q4_0,
+                                 GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::IQ4_NL,
+                                 GgmlType::MXFP4, GgmlType::Q2_K,  GgmlType::Q3_K,   GgmlType::IQ4_XS};
 
 std::vector<uint8_t> quantized(GgmlType t, const std::vector<float>& x) {
   std::vector<uint8_t> q(row_bytes(t, x.size()));
@@ -81,11 +83,16 @@ TEST(SimdKernels, ActivationTypes) {
   EXPECT_EQ(activation_bytes(GgmlType::Q4_K, 2048), 8u * sizeof(BlockQ8_K));
   EXPECT_EQ(activation_bytes(GgmlType::Q8_0, 64), 2u * sizeof(BlockQ8_0));
   EXPECT_EQ(activation_bytes(GgmlType::BF16, 10), 40u);
-  EXPECT_THROW(activation_type(GgmlType::Q4_0), Error);
+  EXPECT_EQ(activation_type(GgmlType::Q4_1), GgmlType::Q8_0);
+  EXPECT_EQ(activation_type(GgmlType::MXFP4), GgmlType::Q8_0);
+  EXPECT_EQ(activation_type(GgmlType::IQ4_XS), GgmlType::Q8_K);
+  EXPECT_EQ(activation_type(GgmlType::Q2_K), GgmlType::Q8_K);
+  EXPECT_THROW(activation_type(GgmlType::Q8_1), Error);
   std::vector<uint8_t> buf(4096);
   std::vector<float> y(4);
-  EXPECT_THROW(vec_dot(GgmlType::Q3_K, buf.data(), buf.data(), 256), Error);
-  EXPECT_THROW(matvec_rows(GgmlType::Q2_K, buf.data(), buf.data(), y.data(), 0, 1, 256), Error);
+  EXPECT_THROW(vec_dot(GgmlType::Q8_K, buf.data(), buf.data(), 256), Error);
+  EXPECT_THROW(matvec_rows(static_cast<GgmlType>(16), buf.data(), buf.data(), y.data(), 0, 1, 256), Error);  // IQ2_XXS
+  EXPECT_THROW(matvec_rows(GgmlType::Q3_K, buf.data(), buf.data(), y.data(), 0, 1, 96), Error);
   EXPECT_THROW(matvec_rows(GgmlType::Q4_K, buf.data(), buf.data(), y.data(), 0, 1, 100), Error);
   EXPECT_THROW(quantize_activation(GgmlType::Q8_0, reinterpret_cast<float*>(buf.data()), y.data(), 33), Error);
 }
@@ -492,7 +499,7 @@ TEST(ExpertFfn, RejectsMismatchedExperts) {
   ThreadPool pool(2);
   EXPECT_THROW(moe_ffn_cpu(views, w, 2, x.data(), out.data(), pool), Error);
   ExpertView bad = a.view(256, 256);
-  bad.gate_type = GgmlType::Q4_0;
+  bad.gate_type = GgmlType::Q8_1;
   EXPECT_THROW(moe_ffn_cpu(&bad, w, 1, x.data(), out.data(), pool), Error);
   bad = a.view(250, 256);
   EXPECT_THROW(moe_ffn_cpu(&bad, w, 1, x.data(), out.data(), pool), Error);

@@ -23,9 +23,14 @@ using namespace vkmoe::test;
 
 namespace {
 
-const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-const GgmlType kQuantTypes[] = {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+const GgmlType kQuantTypes[] = {GgmlType::Q8_0, GgmlType::Q4_K,   GgmlType::Q5_K,  GgmlType::Q6_K,
+                                GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,  GgmlType::Q5_1,
+                                GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                                GgmlType::IQ4_XS};
+const GgmlType kWeightTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,   GgmlType::Q8_0,
+                                 GgmlType::Q4_K, GgmlType::Q5_K,   GgmlType::Q6_K,   GgmlType::Q4_0,
+                                 GgmlType::Q4_1, GgmlType::Q5_0,   GgmlType::Q5_1,   GgmlType::IQ4_NL,
+                                 GgmlType::MXFP4, GgmlType::Q2_K,  GgmlType::Q3_K,   GgmlType::IQ4_XS};
 
 // rows x n matrix of type t from Gaussian rows; odd rows get a mean offset so
 // the Q4_K/Q5_K mins are large.
@@ -50,11 +55,22 @@ std::vector<uint8_t> random_bytes_matrix(std::mt19937& rng, GgmlType t, int64_t 
   };
   for (size_t off = 0; off < m.size(); off += bs) {
     const uint16_t d = random_half(), dmin = random_half();
-    if (t == GgmlType::Q6_K) {
-      std::memcpy(&m[off + offsetof(BlockQ6_K, d)], &d, 2);
-    } else {
-      std::memcpy(&m[off], &d, 2);
-      if (t != GgmlType::Q8_0) std::memcpy(&m[off + 2], &dmin, 2);
+    switch (t) {
+      case GgmlType::Q6_K: std::memcpy(&m[off + offsetof(BlockQ6_K, d)], &d, 2); break;
+      case GgmlType::Q3_K: std::memcpy(&m[off + offsetof(BlockQ3_K, d)], &d, 2); break;
+      case GgmlType::Q2_K:
+        std::memcpy(&m[off + offsetof(BlockQ2_K, d)], &d, 2);
+        std::memcpy(&m[off + offsetof(BlockQ2_K, dmin)], &dmin, 2);
+        break;
+      case GgmlType::MXFP4: m[off] = static_cast<uint8_t>(118 + rng() % 8); break;  // 2^-10 .. 2^-3
+      case GgmlType::Q8_0:
+      case GgmlType::Q4_0:
+      case GgmlType::Q5_0:
+      case GgmlType::IQ4_NL:
+      case GgmlType::IQ4_XS: std::memcpy(&m[off], &d, 2); break;
+      default:  // Q4_K, Q5_K, Q4_1, Q5_1: d then dmin / m
+        std::memcpy(&m[off], &d, 2);
+        std::memcpy(&m[off + 2], &dmin, 2);
     }
   }
   return m;
@@ -85,8 +101,9 @@ TEST(SimdF32, MatchesReferenceOnAllTargets) {
   for_each_target([&] {
     for (GgmlType t : kWeightTypes) {
       const bool float_weights = type_traits(t).block_size == 1;
-      // 131328: Q4_K/Q5_K group sums of x no longer fit the kernel's stack buffer.
-      const bool k4 = t == GgmlType::Q4_K || t == GgmlType::Q5_K;
+      // 131328: the group sums of x (Q4_K, Q5_K, Q4_1, Q5_1, Q2_K) no longer fit the kernel's stack buffer.
+      const bool k4 = t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q4_1 || t == GgmlType::Q5_1 ||
+                      t == GgmlType::Q2_K;
       for (int64_t n : {int64_t{256}, int64_t{2048}, int64_t{float_weights ? 269 : 768}, int64_t{k4 ? 131328 : 4352}}) {
         const int64_t rows = n > 4096 ? 1 : 4;
         const auto w = random_matrix(rng, t, rows, n, 0.05f);
@@ -109,6 +126,34 @@ TEST(SimdF32, RandomBitPatternsOnAllTargets) {
       const auto w = random_bytes_matrix(rng, t, rows, n);
       const auto x = gaussian(rng, n);
       expect_rows_match(t, w, x, rows, n, seed);
+    }
+  });
+}
+
+// The integer-activation kernels on the same random bit patterns: matvec_rows
+// against the scalar integer reference vec_dot_ref (same integer math, float
+// summation order aside).
+TEST(SimdQ8, RandomBitPatternsMatchIntegerReference) {
+  const uint32_t seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  const int64_t rows = 8, n = 1024;
+  for_each_target([&] {
+    for (GgmlType t : kQuantTypes) {
+      const auto w = random_bytes_matrix(rng, t, rows, n);
+      const auto x = gaussian(rng, n);
+      std::vector<uint8_t> xq(activation_bytes(t, n));
+      quantize_activation(t, x.data(), xq.data(), n);
+      std::vector<float> y(rows), wd(n), xd(n);
+      dequantize_row(activation_type(t), xq.data(), xd.data(), n);
+      matvec_rows(t, w.data(), xq.data(), y.data(), 0, rows, n);
+      const size_t rb = row_bytes(t, n);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(t, w.data() + r * rb, wd.data(), n);
+        double mag = 0;
+        for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(wd[i]) * xd[i]);
+        const float ref = vec_dot_ref(t, w.data() + r * rb, xq.data(), n);
+        ASSERT_NEAR(y[r], ref, 1e-5 * mag + 1e-6) << type_name(t) << " row " << r << " seed " << seed;
+      }
     }
   });
 }
@@ -142,7 +187,7 @@ TEST(SimdF32, OddRowRanges) {
 TEST(SimdF32, RejectsUnsupportedTypesAndShapes) {
   std::vector<uint8_t> buf(8192);
   std::vector<float> x(2048, 1.f), y(4, 7.f);
-  EXPECT_THROW(matvec_rows_f32(GgmlType::Q4_0, buf.data(), x.data(), y.data(), 0, 1, 256), Error);
+  EXPECT_THROW(matvec_rows_f32(GgmlType::Q8_1, buf.data(), x.data(), y.data(), 0, 1, 256), Error);
   EXPECT_THROW(matvec_rows_f32(GgmlType::Q8_K, buf.data(), x.data(), y.data(), 0, 1, 256), Error);
   EXPECT_THROW(matvec_rows_f32(GgmlType::Q4_K, buf.data(), x.data(), y.data(), 0, 1, 100), Error);
   EXPECT_THROW(matvec_rows_f32(GgmlType::Q8_0, buf.data(), x.data(), y.data(), 0, 1, 48), Error);
@@ -258,6 +303,6 @@ TEST(ExpertFfnF32, LinearInRoutingWeightsAndValidates) {
   const float w[2] = {0.5f, 0.5f};
   EXPECT_THROW(moe_ffn_cpu(views, w, 2, x.data(), full.data(), pool, CpuActivations::F32), Error);
   ExpertView bad = v;
-  bad.down_type = GgmlType::Q4_0;
+  bad.down_type = GgmlType::Q8_1;
   EXPECT_THROW(moe_ffn_cpu(&bad, w, 1, x.data(), full.data(), pool, CpuActivations::F32), Error);
 }

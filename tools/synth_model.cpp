@@ -88,16 +88,46 @@ namespace {
 
 bool is_moe(const SynthSpec& s) { return s.arch != "qwen3" && !(s.arch == "llama" && s.n_expert == 0); }
 
-GgmlType base_type(const std::string& q) {
-  if (q == "Q4_K_M" || q == "Q4_K") return GgmlType::Q4_K;
-  if (q == "Q5_K_M" || q == "Q5_K") return GgmlType::Q5_K;
-  if (q == "Q6_K") return GgmlType::Q6_K;
-  if (q == "Q8_0") return GgmlType::Q8_0;
-  if (q == "F16") return GgmlType::F16;
-  if (q == "BF16") return GgmlType::BF16;
-  if (q == "F32") return GgmlType::F32;
-  throw Error("unknown quantization '" + q + "' (use Q4_K_M, Q5_K_M, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32)");
+// Quantization presets. A type name gives a uniform file; the llama.cpp
+// mixes (named like its ftypes) give each tensor kind its own type:
+struct QuantMix {
+  const char* name;
+  GgmlType base;         // most matrices
+  GgmlType output;       // output.weight
+  GgmlType attn_v;       // attn_v (every layer)
+  GgmlType ffn_down;     // ffn_down / _exps / _shexp (every layer)
+  GgmlType more_bits;    // attn_v / ffn_down in use_more_bits() layers
+  GgmlType experts;      // ffn_{gate,up,down}_exps when set apart (MXFP4_MOE), else base
+};
+// Simplified from llama.cpp's llama_tensor_get_type.
+const QuantMix kMixes[] = {
+    {"Q4_K_M", GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K},
+    {"Q5_K_M", GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q5_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q5_K},
+    {"Q2_K", GgmlType::Q2_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q2_K},
+    {"Q3_K_M", GgmlType::Q3_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q3_K},
+    {"IQ4_XS", GgmlType::IQ4_XS, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ4_XS, GgmlType::IQ4_XS,
+     GgmlType::IQ4_XS},
+    // gpt-oss style: MXFP4 routed experts, Q8_0 for every other matrix.
+    {"MXFP4_MOE", GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::MXFP4},
+};
+const GgmlType kUniform[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_0,
+                             GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q3_K,   GgmlType::Q4_K,
+                             GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+const char* const kQuantHelp =
+    "mixes Q4_K_M, Q5_K_M, Q3_K_M, Q2_K, IQ4_XS, MXFP4 (= MXFP4_MOE); uniform F32, F16, BF16, Q8_0, Q4_0, Q4_1, "
+    "Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL";
+
+// The mix for preset q (a uniform type is a mix of one type).
+QuantMix quant_mix(const std::string& q) {
+  const std::string name = q == "MXFP4" ? "MXFP4_MOE" : q;
+  for (const QuantMix& m : kMixes)
+    if (name == m.name) return m;
+  for (GgmlType t : kUniform)
+    if (name == type_name(t)) return {type_name(t), t, t, t, t, t, t};
+  throw Error("unknown quantization '" + q + "' (" + kQuantHelp + ")");
 }
+
+GgmlType base_type(const std::string& q) { return quant_mix(q).base; }
 
 struct TensorDesc {
   std::string name;
@@ -264,20 +294,25 @@ GgmlType synth_tensor_type(const SynthSpec& s, const std::string& name, int64_t 
   // quantizer leaves them.
   if (ends("_norm.weight") || ends(".bias")) return base_type(s.vec_type);
   if (ends("ffn_gate_inp.weight") || ends("ffn_gate_inp_shexp.weight")) return GgmlType::F32;
-  GgmlType t = base_type(s.quant);
-  const bool mixed = s.quant == "Q4_K_M" || s.quant == "Q5_K_M";
-  if (mixed) {
-    if (name == "output.weight") t = GgmlType::Q6_K;
-    // llama.cpp's use_more_bits(): first and last eighth, and every third layer.
-    const int n = s.n_layer;
-    bool more = layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
-    if (more && (ends("attn_v.weight") || ends("ffn_down.weight") || ends("ffn_down_exps.weight") ||
-                 ends("ffn_down_shexp.weight")))
-      t = GgmlType::Q6_K;
+  const QuantMix mix = quant_mix(s.quant);
+  GgmlType t = mix.base;
+  if (name == "output.weight") t = mix.output;
+  // llama.cpp's use_more_bits(): first and last eighth, and every third layer.
+  const int n = s.n_layer;
+  const bool more = layer >= 0 && (layer < n / 8 || layer >= 7 * n / 8 || (layer - n / 8) % 3 == 2);
+  if (ends("attn_v.weight")) t = more ? mix.more_bits : mix.attn_v;
+  if (ends("ffn_down.weight") || ends("ffn_down_exps.weight") || ends("ffn_down_shexp.weight"))
+    t = more ? mix.more_bits : mix.ffn_down;
+  if (ends("_exps.weight")) {
+    if (mix.experts != mix.base) t = mix.experts;  // MXFP4_MOE: every routed expert matrix
   }
-  // Rows that do not fit the block size fall back like llama.cpp does.
+  // Rows that do not fit the block size fall back like llama.cpp does (the
+  // low-bit 256-element types to IQ4_NL, the others to Q8_0), else F16.
   const int bs = type_traits(t).block_size;
-  if (n0 % bs != 0) t = n0 % QK8_0 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
+  if (n0 % bs != 0) {
+    const bool low = t == GgmlType::Q2_K || t == GgmlType::Q3_K || t == GgmlType::IQ4_XS;
+    t = n0 % QK8_0 != 0 ? GgmlType::F16 : low ? GgmlType::IQ4_NL : GgmlType::Q8_0;
+  }
   return t;
 }
 

@@ -24,7 +24,10 @@ struct SynthSpec {
   int n_vocab = 1024;
   int n_ctx = 4096;
   float rope_theta = 1e6f;
-  std::string quant = "Q4_K_M";  // Q4_K_M, Q5_K_M, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16, F32
+  // llama.cpp-style mixes Q4_K_M, Q5_K_M, Q3_K_M, Q2_K, IQ4_XS, MXFP4 (MXFP4_MOE),
+  // or one type for all matrices: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1,
+  // Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL.
+  std::string quant = "Q4_K_M";
   std::string vec_type = "F32";  // norm weights and biases: F32, F16, BF16 or Q8_0 (all legal GGUF)
   bool tied_output = false;
   bool fast = false;     // big models: tensors tiled from a pool of pre-quantized random blocks

@@ -86,7 +86,7 @@ struct Loader {
     }
     if (!type_traits(t->type).supported)
       fail("tensor '" + name + "' has type " + type_name(t->type) +
-           ", which vkmoe does not support (supported: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K)");
+           ", which vkmoe does not support (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4)");
     return Weight{t};
   }
 };

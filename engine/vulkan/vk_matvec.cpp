@@ -16,7 +16,8 @@ struct TypeLayout {
 const TypeLayout* layout_of(GgmlType t) {
   static const TypeLayout f32{"f32", 8, 32, 1, 16}, f16{"f16", 8, 16, 1, 16}, bf16{"bf16", 8, 16, 1, 16},
       q8_0{"q8_0", 32, 34, 4, 2}, q4_k{"q4_k", 256, 144, 8, 16}, q5_k{"q5_k", 256, 176, 8, 16},
-      q6_k{"q6_k", 256, 210, 8, 2};
+      q6_k{"q6_k", 256, 210, 8, 2}, q4_0{"q4_0", 32, 18, 4, 2}, q4_1{"q4_1", 32, 20, 4, 2},
+      q5_0{"q5_0", 32, 22, 4, 2}, q5_1{"q5_1", 32, 24, 4, 2}, iq4_nl{"iq4_nl", 32, 18, 4, 2};
   switch (t) {
     case GgmlType::F32: return &f32;
     case GgmlType::F16: return &f16;
@@ -25,6 +26,11 @@ const TypeLayout* layout_of(GgmlType t) {
     case GgmlType::Q4_K: return &q4_k;
     case GgmlType::Q5_K: return &q5_k;
     case GgmlType::Q6_K: return &q6_k;
+    case GgmlType::Q4_0: return &q4_0;
+    case GgmlType::Q4_1: return &q4_1;
+    case GgmlType::Q5_0: return &q5_0;
+    case GgmlType::Q5_1: return &q5_1;
+    case GgmlType::IQ4_NL: return &iq4_nl;
     default: return nullptr;
   }
 }
