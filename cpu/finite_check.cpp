@@ -34,8 +34,8 @@ bool f32_finite(float f) {
   return (u & 0x7F800000) != 0x7F800000;
 }
 
-// The fp16 scales (field offsets in the block) of the quantized types whose
-// values are integer multiples of them.
+// The fp16 scales and mins (field offsets in the block) of the quantized
+// types whose values are integer combinations of them.
 struct ScaleField {
   size_t offset;
   const char* name;
@@ -52,6 +52,17 @@ std::optional<ScaleLayout> fp16_scales(GgmlType t) {
     case GgmlType::Q5_K:
       return ScaleLayout{{{offsetof(BlockQ5_K, d), "scale d"}, {offsetof(BlockQ5_K, dmin), "min scale dmin"}}, 2};
     case GgmlType::Q6_K: return ScaleLayout{{{offsetof(BlockQ6_K, d), "scale d"}}, 1};
+    case GgmlType::Q4_0: return ScaleLayout{{{offsetof(BlockQ4_0, d), "scale d"}}, 1};
+    case GgmlType::Q5_0: return ScaleLayout{{{offsetof(BlockQ5_0, d), "scale d"}}, 1};
+    case GgmlType::Q4_1:
+      return ScaleLayout{{{offsetof(BlockQ4_1, d), "scale d"}, {offsetof(BlockQ4_1, m), "min m"}}, 2};
+    case GgmlType::Q5_1:
+      return ScaleLayout{{{offsetof(BlockQ5_1, d), "scale d"}, {offsetof(BlockQ5_1, m), "min m"}}, 2};
+    case GgmlType::IQ4_NL: return ScaleLayout{{{offsetof(BlockIQ4_NL, d), "scale d"}}, 1};
+    case GgmlType::IQ4_XS: return ScaleLayout{{{offsetof(BlockIQ4_XS, d), "scale d"}}, 1};
+    case GgmlType::Q2_K:
+      return ScaleLayout{{{offsetof(BlockQ2_K, d), "scale d"}, {offsetof(BlockQ2_K, dmin), "min scale dmin"}}, 2};
+    case GgmlType::Q3_K: return ScaleLayout{{{offsetof(BlockQ3_K, d), "scale d"}}, 1};
     default: return std::nullopt;
   }
 }
@@ -85,6 +96,11 @@ std::optional<NonFiniteBlock> find_non_finite_block(GgmlType t, const void* data
         std::memcpy(&h, p + b * tt.type_size + layout->f[k].offset, 2);
         if (!f16_finite(h)) return NonFiniteBlock{b, layout->f[k].name};
       }
+    return std::nullopt;
+  }
+  if (t == GgmlType::MXFP4) {  // an E8M0 scale of 0xFF is NaN (OCP MX spec)
+    for (int64_t b = begin; b < end; ++b)
+      if (p[b * tt.type_size + offsetof(BlockMXFP4, e)] == 0xFF) return NonFiniteBlock{b, "scale e"};
     return std::nullopt;
   }
   std::vector<float> v(tt.block_size);

@@ -18,9 +18,9 @@ struct NonFiniteBlock {
   const char* field;
 };
 // The first such block among blocks [begin, end) of data of type t. For the
-// quantized types the floats are the blocks' scales: those are read directly
-// for the types whose layout is listed here, others are dequantized block by
-// block (t must be supported by dequantize_row).
+// quantized types the floats are the blocks' scales (and mins): those are read
+// directly for the types whose layout is listed here (all but Q8_K), others are
+// dequantized block by block (t must be supported by dequantize_row).
 std::optional<NonFiniteBlock> find_non_finite_block(GgmlType t, const void* data, int64_t begin, int64_t end);
 
 }  // namespace vkmoe

@@ -19,7 +19,7 @@ namespace {
 
 struct Field {
   size_t offset;  // byte offset in the block
-  int width;      // 2: fp16/bf16, 4: f32
+  int width;      // 1: E8M0, 2: fp16/bf16, 4: f32
   const char* name;
 };
 struct TypeCase {
@@ -36,10 +36,23 @@ const std::vector<TypeCase> kTypes = {
     {GgmlType::Q5_K, {{offsetof(BlockQ5_K, d), 2, "scale d"}, {offsetof(BlockQ5_K, dmin), 2, "min scale dmin"}}},
     {GgmlType::Q6_K, {{offsetof(BlockQ6_K, d), 2, "scale d"}}},
     {GgmlType::Q8_K, {{offsetof(BlockQ8_K, d), 4, "value"}}},  // read by dequantizing
+    {GgmlType::Q4_0, {{offsetof(BlockQ4_0, d), 2, "scale d"}}},
+    {GgmlType::Q4_1, {{offsetof(BlockQ4_1, d), 2, "scale d"}, {offsetof(BlockQ4_1, m), 2, "min m"}}},
+    {GgmlType::Q5_0, {{offsetof(BlockQ5_0, d), 2, "scale d"}}},
+    {GgmlType::Q5_1, {{offsetof(BlockQ5_1, d), 2, "scale d"}, {offsetof(BlockQ5_1, m), 2, "min m"}}},
+    {GgmlType::IQ4_NL, {{offsetof(BlockIQ4_NL, d), 2, "scale d"}}},
+    {GgmlType::IQ4_XS, {{offsetof(BlockIQ4_XS, d), 2, "scale d"}}},
+    {GgmlType::Q2_K, {{offsetof(BlockQ2_K, d), 2, "scale d"}, {offsetof(BlockQ2_K, dmin), 2, "min scale dmin"}}},
+    {GgmlType::Q3_K, {{offsetof(BlockQ3_K, d), 2, "scale d"}}},
+    {GgmlType::MXFP4, {{offsetof(BlockMXFP4, e), 1, "scale e"}}},
 };
 
 // A non-finite pattern of the field's width: NaN or ±Inf, picked at random.
 void poison(uint8_t* p, const Field& f, GgmlType t, std::mt19937& rng) {
+  if (f.width == 1) {  // E8M0: 0xFF is not a number
+    *p = 0xFF;
+    return;
+  }
   if (f.width == 4) {
     const float v[] = {NAN, INFINITY, -INFINITY};
     std::memcpy(p, &v[rng() % 3], 4);
