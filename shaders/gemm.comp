@@ -1,7 +1,7 @@
 #version 450
 // Tiled GEMM over ggml-layout weights (see engine/vulkan/vk_gemm.h):
 //   Y[n][r] = (accumulate ? Y[n][r] : 0) + W[r] . X[n]
-// Compile-time: WTYPE (weight type, as in matvec.comp), INDEXED (expert-grouped
+// Compile-time: WTYPE (weight type, see wtype.glsl), INDEXED (expert-grouped
 // product over a MoeTable: tile y of the grid is table tile y, BN = its slots).
 // Specialization: 0 = workgroup size WG, 1 = BM rows, 2 = BN tokens, 3 = BK
 // (multiple of 16), 4 = TM rows and 5 = TN tokens per thread (multiples of 4, <= 8).
@@ -17,13 +17,7 @@
 // is computed, and kept raw (packed quants) in registers until stored.
 #extension GL_EXT_control_flow_attributes : require
 
-#define WT_F32 1
-#define WT_F16 2
-#define WT_BF16 3
-#define WT_Q8_0 4
-#define WT_Q4_K 5
-#define WT_Q5_K 6
-#define WT_Q6_K 7
+#include "wtype.glsl"
 
 #ifndef INDEXED
 #define INDEXED 0
@@ -50,6 +44,10 @@
 #define QK 256
 #define BU 105
 #define W16 1
+#elif defined(DQ)
+// Decoded by dequant.glsl; load units of DQ_UNIT bytes.
+#define QK DQ_QK
+#define BU (DQ_BYTES / DQ_UNIT)
 #else
 #error "unknown WTYPE"
 #endif
@@ -77,6 +75,8 @@ layout(set = 0, binding = 2) buffer Y { float y[]; };
 layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
 #endif
 
+#include "dequant.glsl"
+
 // Must match GemmPush in engine/vulkan/vk_gemm.cpp. w_offset and
 // expert_stride are in load units (16 bytes, or 2 for W16 types).
 layout(push_constant) uniform Push {
@@ -93,9 +93,13 @@ shared vec4 As[BK * BM / 4];  // As[k * BM/4 + m/4][m%4]
 shared vec4 Bs[BK * BN / 4];
 
 // Raw weight bytes of one 16-element chunk of a row.
+#ifdef DQ
+#define Raw DqRaw
+#else
 struct Raw {
   uvec4 a, b, c, d;
 };
+#endif
 
 #ifdef W16
 uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
@@ -140,6 +144,8 @@ Raw fetch_w(uint rb, uint e0) {
   r.b = ld128(base + 64 + 16 * n + l0 / 2);
   r.c.x = uint(w2[base + 96 + 4 * n + m]);
   r.c.y = uint(w2[base + 104]);
+#elif defined(DQ)
+  r = dq_fetch(rb + (e0 / QK) * BU, e0 % QK);
 #endif
   return r;
 }
@@ -192,6 +198,8 @@ float dequant(Raw r, uint e0, uint t) {
   const uint q = ((byte16(r.a, t) >> (4 * (m >> 1))) & 0xFu) | (((byte16(r.b, t) >> (2 * m)) & 3u) << 4);
   const float sc = float(bitfieldExtract(int(r.c.x), int(8 * ((w % 32) / 16)), 8));
   return unpackHalf2x16(r.c.y).x * sc * float(int(q) - 32);
+#elif defined(DQ)
+  return dq_value(r, e0 % QK, t);
 #endif
 }
 

@@ -1,6 +1,6 @@
 #version 450
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x   for ggml-layout weight rows.
-// Compile-time: WTYPE (weight type, see below), INDEXED (MoE expert variant).
+// Compile-time: WTYPE (weight type, shaders/wtype.glsl), INDEXED (MoE expert variant).
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2),
 // 2 = RPT rows per lane (1..8), 3 = subgroup reductions (1) or shared memory (0),
 // 4 = software-pipelined weight loads (1) or not (0).
@@ -14,18 +14,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 
-#define WT_F32 1
-#define WT_F16 2
-#define WT_BF16 3
-#define WT_Q8_0 4
-#define WT_Q4_K 5
-#define WT_Q5_K 6
-#define WT_Q6_K 7
-#define WT_Q4_0 8
-#define WT_Q4_1 9
-#define WT_Q5_0 10
-#define WT_Q5_1 11
-#define WT_IQ4_NL 12
+#include "wtype.glsl"
 
 #ifndef INDEXED
 #define INDEXED 0
@@ -56,6 +45,14 @@
 #define NXV 2
 #define NEED_W16 1
 #define Q32 1
+#elif defined(DQ)
+// MXFP4, Q2_K, Q3_K, IQ4_XS: unit k = elements [16k, 16k + 16) of a block,
+// decoded by dequant.glsl.
+#define QK DQ_QK
+#define BLOCK_BYTES DQ_BYTES
+#define UPB (DQ_QK / 16)
+#define NXV 4
+#define CHUNK16 1
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
 #define QK 256
 #define BLOCK_BYTES (WTYPE == WT_Q4_K ? 144 : 176)
@@ -98,6 +95,8 @@ layout(push_constant) uniform Push {
   uint expert_stride, n_experts, ids_offset, x_stride, y_stride;
 } p;
 
+#include "dequant.glsl"
+
 const uint MAX_WG = 256;
 const uint MAX_RPT = 8;
 shared float red[MAX_WG * MAX_RPT];
@@ -129,11 +128,6 @@ uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
 
 float hsum(vec4 a) { return (a.x + a.y) + (a.z + a.w); }
 
-#if WTYPE == WT_IQ4_NL
-const float KV_IQ4NL[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0,
-                                     38.0, 53.0, 69.0, 89.0, 113.0);
-#endif
-
 // x slice of unit k of block b; xb = x base in vec4 units.
 XData load_x(uint xb, uint b, uint k) {
   XData d;
@@ -151,6 +145,9 @@ XData load_x(uint xb, uint b, uint k) {
   d.v[1] = x4[xb + b * 8 + 4 + k];
   d.s.x = hsum(d.v[0]);
   d.s.y = hsum(d.v[1]);
+#elif defined(CHUNK16)
+  const uint v = xb + b * (QK / 4) + k * 4;
+  [[unroll]] for (uint i = 0; i < 4; ++i) d.v[i] = x4[v + i];
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   // unit k: quants [16*(k&1), +16) of the 32-quant group j = k/2; low nibbles
   // are elements 64j + l, high nibbles 64j + 32 + l.
@@ -193,9 +190,13 @@ void k_scales(uvec4 h, uint j, out float sc0, out float sc1, out float m0, out f
 #endif
 
 // Weight bytes of one unit of one row, loaded ahead of their use.
+#ifdef CHUNK16
+#define WData DqRaw
+#else
 struct WData {
   uvec4 a, b, c;
 };
+#endif
 
 // Loads unit k of the block at byte bb.
 WData load_w(uint bb, uint k) {
@@ -228,6 +229,8 @@ WData load_w(uint bb, uint k) {
 #endif
   const uint qs = WTYPE == WT_Q4_1 ? 2u : WTYPE == WT_Q5_0 ? 3u : WTYPE == WT_Q5_1 ? 4u : 1u;
   w.a.y = ld32(hw + qs + 2 * k);
+#elif defined(CHUNK16)
+  w = dq_fetch(bb / DQ_UNIT, 16 * k);
 #elif WTYPE == WT_Q4_K
   const uint i = bb >> 4;
   w.a = w4[i];          // d, dmin, scales
@@ -287,8 +290,8 @@ float dot_w(WData w, uint k, XData xd) {
   const float d = unpackHalf2x16(w.a.x).x;
   float a = 0.0;
   [[unroll]] for (uint i = 0; i < 4; ++i) {
-    a = fma(KV_IQ4NL[(lo >> (8 * i)) & 15u], xd.v[0][i], a);
-    a = fma(KV_IQ4NL[(hi >> (8 * i)) & 15u], xd.v[1][i], a);
+    a = fma(DQ_KV_IQ4[(lo >> (8 * i)) & 15u], xd.v[0][i], a);
+    a = fma(DQ_KV_IQ4[(hi >> (8 * i)) & 15u], xd.v[1][i], a);
   }
   return d * a;
 #else
@@ -312,6 +315,10 @@ float dot_w(WData w, uint k, XData xd) {
   return dm.x * sq + dm.y * sx;
 #endif
 #endif
+#elif defined(CHUNK16)
+  float a = 0.0;
+  [[unroll]] for (uint t = 0; t < 16; ++t) a = fma(dq_value(w, 16 * k, t), xd.v[t / 4][t % 4], a);
+  return a;
 #elif WTYPE == WT_Q4_K
   float sc0, sc1, m0, m1;
   k_scales(w.a, k >> 1, sc0, sc1, m0, m1);

@@ -25,8 +25,7 @@ vkmoe_shader(axpy axpy.comp)
 vkmoe_shader(swiglu swiglu.comp)
 # vkmoe_matvec_variants(PREFIX SOURCE name:WTYPE ...) builds PREFIX_<name> and
 # the indexed-expert PREFIX_ids_... variant (matvec_q4_k, matvec_ids_q4_k, ...).
-# WTYPE 1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k 8=q4_0 9=q4_1 10=q5_0 11=q5_1
-# 12=iq4_nl (matvec.comp only).
+# WTYPE ids: shaders/wtype.glsl.
 function(vkmoe_matvec_variants PREFIX SRC)
   foreach(t ${ARGN})
     string(REPLACE ":" ";" tv ${t})
@@ -38,7 +37,7 @@ function(vkmoe_matvec_variants PREFIX SRC)
   endforeach()
 endfunction()
 vkmoe_matvec_variants(matvec matvec.comp f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7
-                      q4_0:8 q4_1:9 q5_0:10 q5_1:11 iq4_nl:12)
+                      q4_0:8 q4_1:9 q5_0:10 q5_1:11 iq4_nl:12 mxfp4:13 q2_k:14 q3_k:15 iq4_xs:16)
 vkmoe_shader(bandwidth bandwidth.comp)
 vkmoe_shader(moe_combine_norm moe_combine_norm.comp)
 # int8-x matvec with packed integer dot products; see engine/vulkan/vk_matvec.h

@@ -54,7 +54,7 @@ inline QMatrix quantized_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, u
 }
 
 // Random valid blocks (every quant bit pattern, random 6-bit scales and mins)
-// with random finite f16 block scales; float types get normal values.
+// with random finite f16 block scales (MXFP4: exponents 2^-10..1); float types get normal values.
 // Cheaper than quantize_row for large matrices.
 inline QMatrix random_block_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows) {
   QMatrix m = make_matrix(t, ncols, nrows);
@@ -82,6 +82,21 @@ inline QMatrix random_block_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols
           put16(o + 2, fp32_to_fp16(scale(rng)));
           break;
         case GgmlType::Q6_K: put16(o + 208, fp32_to_fp16(scale(rng))); break;
+        case GgmlType::Q4_0:
+        case GgmlType::Q5_0:
+        case GgmlType::IQ4_NL:
+        case GgmlType::IQ4_XS: put16(o, fp32_to_fp16(scale(rng))); break;
+        case GgmlType::Q4_1:
+        case GgmlType::Q5_1:  // d, m
+          put16(o, fp32_to_fp16(scale(rng)));
+          put16(o + 2, fp32_to_fp16(scale(rng)));
+          break;
+        case GgmlType::MXFP4: m.bytes[o] = uint8_t(118 + rng() % 11); break;  // 2^-10 .. 1
+        case GgmlType::Q2_K:
+          put16(o + 80, fp32_to_fp16(scale(rng)));
+          put16(o + 82, fp32_to_fp16(scale(rng)));
+          break;
+        case GgmlType::Q3_K: put16(o + 108, fp32_to_fp16(scale(rng))); break;
         default: break;
       }
     }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/forward/cpu_forward.h"
+#include "engine/forward/engine_select.h"
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
 #include "tools/synth_model.h"
@@ -130,6 +131,47 @@ TEST(GoldenLogits, MatchLlamaCppOnEveryType) {
       EXPECT_LT(a.max_abs, 3e-2);
       EXPECT_GE(a.top1_same, static_cast<int>(tokens.size()) - 1);
     }
+  }
+}
+
+// The GPU backend (default options, f32 KV) on the same cases and bounds:
+// every position decoded one token at a time (matvecs), and the whole prompt
+// as one batch (GEMMs; its last position, which is all eval returns).
+TEST(GoldenLogits, GpuMatchesLlamaCpp) {
+  std::vector<int32_t> tokens;
+  const auto cases = read_cases(tokens);
+  ASSERT_GE(cases.size(), 10u);
+  const int n_tok = static_cast<int>(tokens.size());
+  for (const GoldenCase& c : cases) {
+    SCOPED_TRACE(c.name + ": " + c.spec);
+    SynthSpec s;
+    apply_synth_overrides(s, c.spec);
+    const auto model = Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + c.spec));
+    const int n_vocab = model->config().n_vocab;
+    const auto gold = read_f32(golden_dir() / (c.name + ".f32"));
+    ASSERT_EQ(gold.size(), tokens.size() * n_vocab);
+    EngineOptions o;
+    o.backend = "gpu";
+    o.n_ctx = 64;
+    o.kv_type = "f32";
+    auto gpu = make_engine(*model, o);
+    std::vector<float> got;
+    for (int32_t t : tokens) {
+      const auto l = gpu->eval({t});
+      got.insert(got.end(), l.begin(), l.end());
+    }
+    const Agreement a = compare(got, gold, n_tok, n_vocab);
+    gpu->reset();
+    const auto last = gpu->eval(tokens);
+    const std::vector<float> gold_last(gold.end() - n_vocab, gold.end());
+    const Agreement b = compare(last, gold_last, 1, n_vocab);
+    std::printf("%-11s gpu rel_l2 %.5f max_abs %.5f top1 %d/%d; batched last rel_l2 %.5f max_abs %.5f\n",
+                c.name.c_str(), a.rel_l2, a.max_abs, a.top1_same, n_tok, b.rel_l2, b.max_abs);
+    EXPECT_LT(a.rel_l2, 2.5e-2);
+    EXPECT_LT(a.max_abs, 3e-2);
+    EXPECT_GE(a.top1_same, n_tok - 1);
+    EXPECT_LT(b.rel_l2, 2.5e-2);
+    EXPECT_LT(b.max_abs, 3e-2);
   }
 }
 

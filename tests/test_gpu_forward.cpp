@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "engine/forward/cpu_forward.h"
 #include "engine/forward/engine_select.h"
+#include "engine/forward/gpu_engine.h"
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
 #include "engine/offload/plan_model.h"
+#include "engine/vulkan/weight_types.h"
 #include "tests/test_util.h"
 #include "tools/synth_model.h"
 
@@ -118,25 +121,90 @@ TEST(GpuOffload, GreedyOutputIdenticalAtAnyBudget) {
   }
 }
 
-// Types with CPU kernels only: the GPU engine refuses the model up front with
-// one line naming the type and a tensor, in every MoE mode.
-TEST(GpuForward, CpuOnlyWeightTypesAreAClearError) {
-  for (const char* q : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q3_K", "Q2_K", "IQ4_XS", "MXFP4"}) {
-    auto m = synth(std::string("arch=qwen3moe,quant=") + q, 1);
-    for (PlanMode mode : {PlanMode::Resident, PlanMode::CpuMoe}) {
-      EngineOptions o;
-      o.n_ctx = 32;
-      o.mode = mode;
-      try {
-        make_engine(*m, o);
-        ADD_FAILURE() << q << ": expected Error";
-      } catch (const Error& e) {
-        const std::string msg = e.what();
-        // (Q2_K, IQ4_XS, MXFP4 are mixes; their first GPU-less tensor has that type.)
-        EXPECT_NE(msg.find(std::string("no kernels for tensor type ") + q + " (tensor 'blk."), std::string::npos) << msg;
-        EXPECT_NE(msg.find("--backend cpu"), std::string::npos) << msg;
-        EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
-      }
+// The weight types with 16-element-chunk or 32-element-block GPU decoders,
+// uniform or in llama.cpp-style mixes (synth quant=), each with the type the
+// model must contain.
+struct TypeCase {
+  const char* quant;
+  GgmlType type;
+};
+const TypeCase kTypeCases[] = {{"Q4_0", GgmlType::Q4_0},   {"Q4_1", GgmlType::Q4_1},      {"Q5_0", GgmlType::Q5_0},
+                               {"Q5_1", GgmlType::Q5_1},   {"IQ4_NL", GgmlType::IQ4_NL},  {"Q3_K", GgmlType::Q3_K},
+                               {"Q2_K", GgmlType::Q2_K},   {"Q3_K_M", GgmlType::Q3_K},    {"IQ4_XS", GgmlType::IQ4_XS},
+                               {"MXFP4_MOE", GgmlType::MXFP4}};
+
+class GpuForwardTypes : public ::testing::TestWithParam<TypeCase> {};
+
+// GPU logits match the scalar CPU reference for a batched prompt (GEMMs) and
+// then decoded tokens (matvecs), with experts resident, in a slot cache
+// smaller than the experts (misses streamed or run on the CPU) and all on the
+// CPU. Same tolerance as GpuForwardArch.
+TEST_P(GpuForwardTypes, LogitsMatchCpuReference) {
+  const TypeCase c = GetParam();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(std::string(c.quant) + " seed " + std::to_string(seed));
+  auto m = synth(std::string("arch=qwen3moe,quant=") + c.quant, seed);
+  int n_of_type = 0;
+  for (const GgufTensor& t : m->gguf().tensors()) n_of_type += t.type == c.type && t.nrows() > 1;
+  ASSERT_GT(n_of_type, 0) << "the model has no " << type_name(c.type) << " matrix";
+  std::mt19937 rng(seed);
+  std::vector<int32_t> prompt(6);
+  for (auto& t : prompt) t = int32_t(rng() % 512);
+  const double tol = 2e-3;
+  for (PlanMode mode : {PlanMode::Resident, PlanMode::ExpertCache, PlanMode::CpuMoe}) {
+    EngineOptions o;
+    o.n_ctx = 32;
+    o.backend = "gpu";
+    o.kv_type = "f32";
+    o.gemm = "tiled";
+    o.mode = mode;
+    o.threads = 2;
+    if (mode == PlanMode::ExpertCache) o.vram_budget = budget_for_slots(*m, o.n_ctx, 3);
+    auto gpu = make_engine(*m, o);
+    SCOPED_TRACE(gpu->describe());
+    CpuForward ref(*m, 32);
+    auto g = gpu->eval(prompt);
+    auto r = ref.eval(prompt);
+    const double dp = max_rel_diff(g, r);
+    EXPECT_LT(dp, tol) << "prompt";
+    double dd = 0;
+    for (int i = 0; i < 3; ++i) {
+      const int32_t t = argmax(r);
+      g = gpu->eval({t});
+      r = ref.eval({t});
+      dd = std::max(dd, max_rel_diff(g, r));
+      ASSERT_LT(dd, tol) << "token " << i;
     }
+    std::printf("%-9s %s: prompt %.2e decode %.2e\n", c.quant, gpu->describe().c_str(), dp, dd);
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GpuForwardTypes, ::testing::ValuesIn(kTypeCases),
+                         [](const ::testing::TestParamInfo<TypeCase>& i) { return std::string(i.param.quant); });
+
+// A type whose kernels need a device feature the device lacks is refused up
+// front in one line naming the type, the tensor and the feature.
+TEST(GpuForward, WeightTypesNeedingMissingFeaturesAreAClearError) {
+  auto m = synth("arch=qwen3moe,quant=MXFP4_MOE", 1);
+  auto ctx = vk::Context::create();
+  vk::DeviceInfo d = ctx->info();
+  EXPECT_NO_THROW(check_gpu_weight_types(*m, d));
+  d.storage_8bit = false;
+  try {
+    check_gpu_weight_types(*m, d);
+    ADD_FAILURE() << "expected Error";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("no kernels for tensor type MXFP4 (tensor 'blk."), std::string::npos) << msg;
+    EXPECT_NE(msg.find("8-bit storage"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("--backend cpu"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+  // Q8_0 (here every non-expert matrix) is read in 16-bit units.
+  d = ctx->info();
+  d.storage_16bit = false;
+  EXPECT_THROW(check_gpu_weight_types(*m, d), Error);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q2_K, GgmlType::IQ4_XS, GgmlType::Q6_K, GgmlType::MXFP4})
+    EXPECT_EQ(vk::gpu_weight_type_missing_feature(ctx->info(), t), nullptr) << type_name(t);
+  EXPECT_STREQ(vk::gpu_weight_type_missing_feature(ctx->info(), GgmlType::Q8_K), "kernels");
 }

@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "cpu/quant.h"
+#include "engine/vulkan/gemm_paths.h"
 #include "engine/vulkan/vk_gemm.h"
+#include "engine/vulkan/weight_types.h"
 #include "engine/vulkan/vk_runtime.h"
 #include "tools/bench_shaders.h"
 
@@ -21,9 +23,13 @@ using namespace vkmoe::vk;
 
 namespace {
 
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-
+const GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,   GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_K,
+                           GgmlType::Q5_K,   GgmlType::Q6_K,  GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                           GgmlType::Q5_1,   GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                           GgmlType::IQ4_XS};
+// Types only the tiled path decodes.
+const GgmlType kTiledOnly[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,  GgmlType::IQ4_NL,
+                               GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
 
 const GemmConfig kTiled{GemmPath::Tiled};
 
@@ -58,15 +64,18 @@ std::vector<float> random_floats(std::mt19937& rng, size_t n) {
 struct DenseCase {
   uint32_t ncols, nrows, n_tokens;
   bool accumulate;
+  uint32_t w_off = 64;
+  GemmPath path = GemmPath::Tiled;
 };
 
 void check_dense(std::mt19937& rng, GgmlType t, const DenseCase& c) {
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(c.ncols) + "x" + std::to_string(c.nrows) + " tokens " +
-               std::to_string(c.n_tokens) + (c.accumulate ? " accumulate" : ""));
+               std::to_string(c.n_tokens) + (c.accumulate ? " accumulate" : "") + " w_off " +
+               std::to_string(c.w_off) + " " + gemm_path_name(c.path));
   Context& ctx = test::shared_context();
   const test::QMatrix m = test::random_block_matrix(rng, t, c.ncols, c.nrows);
   // Non-zero offsets, strides with gaps (x: multiples of 4 floats as required).
-  const uint32_t w_off = 64, x_off = 8, x_stride = c.ncols + 12, y_off = 5, y_stride = c.nrows + 3;
+  const uint32_t w_off = c.w_off, x_off = 8, x_stride = c.ncols + 12, y_off = 5, y_stride = c.nrows + 3;
   const std::vector<float> x = random_floats(rng, x_off + size_t(x_stride) * c.n_tokens);
   const std::vector<float> y0 = random_floats(rng, y_off + size_t(y_stride) * c.n_tokens + 2);
   Buffer wb = ctx.create_buffer(w_off + m.bytes.size(), MemoryKind::Device, "w");
@@ -92,7 +101,7 @@ void check_dense(std::mt19937& rng, GgmlType t, const DenseCase& c) {
   a.accumulate = c.accumulate;
   Recorder rec(ctx);
   rec.begin();
-  record_gemm(rec, a, kTiled);
+  record_gemm(rec, a, GemmConfig{c.path});
   rec.submit().wait();
   std::vector<float> y(y0.size());
   ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
@@ -163,17 +172,20 @@ HostTable build_table(std::mt19937& rng, uint32_t n_tokens, uint32_t k, uint32_t
 }
 
 void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
-               bool gather_x, bool accumulate) {
+               bool gather_x, bool accumulate, GemmPath path = GemmPath::Tiled, bool packed = false) {
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
                std::to_string(n_tokens) + " k " + std::to_string(k) + (gather_x ? " gather_x" : " slot x") +
-               (accumulate ? " accumulate" : ""));
+               (accumulate ? " accumulate" : "") + (packed ? " packed" : "") + " " + gemm_path_name(path));
   Context& ctx = test::shared_context();
   const uint32_t n_experts = 7, n_used = 5;  // experts 5 and 6 receive no tokens
   const HostTable h = build_table(rng, n_tokens, k, n_experts, n_used);
   const MoeTableLayout& l = h.layout;
   std::vector<test::QMatrix> experts;
   for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(test::random_block_matrix(rng, t, ncols, nrows));
-  const size_t ebytes = experts[0].bytes.size(), stride = (ebytes + 15) / 16 * 16 + 32, w_off = 16;
+  // packed: experts back to back at the type's alignment (as the engine's
+  // expert_bytes stride), else padded.
+  const size_t ebytes = experts[0].bytes.size();
+  const size_t stride = packed ? ebytes : (ebytes + 15) / 16 * 16 + 32, w_off = packed ? 16 + ebytes % 16 : 16;
   Buffer wb = ctx.create_buffer(w_off + stride * n_experts, MemoryKind::Device, "experts");
   for (uint32_t e = 0; e < n_experts; ++e) ctx.write_buffer(wb, w_off + e * stride, experts[e].bytes.data(), ebytes);
 
@@ -208,7 +220,7 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
   a.gather_x = gather_x;
   Recorder rec(ctx);
   rec.begin();
-  record_gemm_ids(rec, a, kTiled);
+  record_gemm_ids(rec, a, GemmConfig{path});
   rec.submit().wait();
   std::vector<float> y(y0.size());
   ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
@@ -272,6 +284,35 @@ TEST_P(ShaderGemm, Indexed) {
   check_ids(rng_, t, 256, 300, 100, 5, true, true);
 }
 
+// The tiled-only types at their minimum alignment (MXFP4 at odd bytes,
+// experts packed at odd strides), and GemmPath::Auto resolving to the tiled
+// path for them on this device whatever int8 / coopmat support it has.
+TEST(ShaderGemmTiledOnly, AlignmentAndAutoPath) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  Context& ctx = test::shared_context();
+  for (GgmlType t : kTiledOnly) {
+    EXPECT_EQ(resolve_gemm_path(ctx, GemmPath::Auto, t), GemmPath::Tiled) << type_name(t);
+    for (GemmPath p : {GemmPath::Int8Dot, GemmPath::CoopMat, GemmPath::CoopMat2})
+      EXPECT_FALSE(gemm_path_available(ctx, p, t)) << type_name(t) << " " << gemm_path_name(p);
+    // 17 blocks a row for the 32-element types: odd (MXFP4) or 2 mod 4 bytes.
+    const uint32_t align = gpu_weight_type(t)->align, ncols = type_traits(t).block_size == 32 ? 544 : 512;
+    check_dense(rng, t, {ncols, 37, 9, true, 64 + align, GemmPath::Auto});
+    check_ids(rng, t, ncols, 37, 21, 3, true, true, GemmPath::Auto, true);
+  }
+}
+
+// A device with every cooperative-matrix and int8 feature still gets no
+// coopmat kernel for the tiled-only types (their shaders do not exist).
+TEST(ShaderGemmTiledOnly, CoopmatBasicsExcludeThem) {
+  DeviceInfo d = test::shared_context().info();
+  d.api_version = VK_API_VERSION_1_3;
+  d.shader_float16 = d.storage_16bit = d.shader_int16 = true;
+  EXPECT_TRUE(coopmat_basics(d, GgmlType::Q4_K));
+  for (GgmlType t : kTiledOnly) EXPECT_FALSE(coopmat_basics(d, t)) << type_name(t);
+}
+
 INSTANTIATE_TEST_SUITE_P(ShaderGemm, ShaderGemm, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
 
@@ -316,7 +357,7 @@ TEST(ShaderGemmErrors, RejectsBadArguments) {
   bad.n_tokens = 100;  // past the end of x
   EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
   bad = a;
-  bad.type = GgmlType::Q2_K;
+  bad.type = GgmlType::Q8_K;  // an activation type: no kernel
   EXPECT_THROW(record_gemm(rec, bad, kTiled), Error);
   for (GemmPath p : {GemmPath::Int8Dot, GemmPath::CoopMat}) {
     if (!gemm_path_available(ctx, p, a.type)) {
@@ -324,8 +365,9 @@ TEST(ShaderGemmErrors, RejectsBadArguments) {
     }
   }
   EXPECT_TRUE(gemm_path_available(ctx, GemmPath::Tiled, GgmlType::Q6_K));
-  EXPECT_FALSE(gemm_path_available(ctx, GemmPath::Tiled, GgmlType::Q2_K));
-  EXPECT_FALSE(gemm_supported(GgmlType::Q2_K));
+  EXPECT_FALSE(gemm_path_available(ctx, GemmPath::Tiled, GgmlType::Q8_K));
+  EXPECT_FALSE(gemm_supported(GgmlType::Q8_K));
+  EXPECT_TRUE(gemm_supported(GgmlType::Q2_K));
   EXPECT_TRUE(gemm_supported(GgmlType::BF16));
   EXPECT_STREQ(gemm_path_name(GemmPath::Tiled), "tiled");
 

@@ -22,7 +22,8 @@ namespace {
 
 const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0,
-                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL};
+                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL,
+                           GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
 
 Context& shared_context() {
   static std::unique_ptr<Context> ctx = Context::create();
@@ -100,14 +101,14 @@ std::string config_name(const MatvecConfig& c) {
 
 // Runs one plain matvec at the given offsets and checks every row.
 void check_matvec(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, bool accumulate,
-                  const MatvecConfig& cfg) {
+                  const MatvecConfig& cfg, uint32_t w_off = 48) {
   Context& ctx = shared_context();
   const MatvecConfig used = matvec_config(ctx.info(), t, ncols, nrows, 1, cfg);
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) +
-               (accumulate ? " accumulate " : " ") + config_name(used));
+               (accumulate ? " accumulate " : " ") + config_name(used) + " w_off " + std::to_string(w_off));
   const QMatrix m = random_matrix(rng, t, ncols, nrows);
   std::normal_distribution<float> nd(0.f, 1.f);
-  const uint32_t w_off = 48, x_off = 12, y_off = 5;  // non-zero, aligned offsets
+  const uint32_t x_off = 12, y_off = 5;  // non-zero, aligned offsets
   std::vector<float> x(x_off + ncols), y0(y_off + nrows + 3);
   for (auto& v : x) v = nd(rng);
   for (auto& v : y0) v = nd(rng);
@@ -301,6 +302,20 @@ TEST_P(ShaderMatvec, IndexedExperts) {
   }
 }
 
+// Weights at offsets of the types' minimum alignment (MXFP4's 17-byte blocks
+// at odd bytes, 2-byte-aligned blocks at 2 mod 4, 4-byte ones at 4 mod 16).
+TEST(ShaderMatvecAlign, MinimallyAlignedWeights) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const std::pair<GgmlType, uint32_t> cases[] = {{GgmlType::MXFP4, 49}, {GgmlType::MXFP4, 51}, {GgmlType::Q3_K, 50},
+                                                 {GgmlType::Q4_0, 50}, {GgmlType::Q2_K, 52},  {GgmlType::IQ4_XS, 52}};
+  for (auto [t, off] : cases) {
+    check_matvec(rng, t, 512, 37, true, {}, off);
+    check_matvec(rng, t, 512, 37, false, {64, 8, 3, 0, 1}, off);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(ShaderMatvec, ShaderMatvec, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
 
@@ -329,9 +344,10 @@ TEST(ShaderMatvecErrors, RejectsBadArguments) {
   bad.nrows = 1000;  // past the end of the weights
   EXPECT_THROW(record_matvec(rec, bad), Error);
   bad = a;
-  bad.type = GgmlType::Q2_K;
+  bad.type = GgmlType::Q8_K;  // an activation type: no kernel
   EXPECT_THROW(record_matvec(rec, bad), Error);
-  EXPECT_FALSE(matvec_supported(GgmlType::Q2_K));
+  EXPECT_FALSE(matvec_supported(GgmlType::Q8_K));
+  EXPECT_TRUE(matvec_supported(GgmlType::Q2_K));
   EXPECT_TRUE(matvec_supported(GgmlType::Q6_K));
   rec.submit().wait();
 }
@@ -365,7 +381,7 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
   }
   EXPECT_TRUE(std::isfinite(bw) && bw > 0) << out;
   EXPECT_EQ(rows, 3 * 2 + 1) << out;
-  std::vector<std::string> bad = {"bench-shaders", "--kernels", "q3_k"};
+  std::vector<std::string> bad = {"bench-shaders", "--kernels", "q7_k"};
   std::vector<char*> bargv;
   for (auto& a : bad) bargv.push_back(a.data());
   ::testing::internal::CaptureStderr();

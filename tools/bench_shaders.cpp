@@ -45,7 +45,8 @@ struct Options {
 };
 
 const char* kUsage =
-    "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_k_ids,\n"
+    "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_0,q4_1,q5_0,q5_1,\n"
+    "                                      iq4_nl,mxfp4,q2_k,q3_k,iq4_xs,q4_k_ids,\n"
     "                                      gemm_q4_k,...,gemm_f32,gemm_ids]\n"
     "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat|coopmat2]\n"
     "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
@@ -132,7 +133,9 @@ void validate_kernels(const Options& o) {
 bool kernel_type(const std::string& name, GgmlType& t) {
   static const std::pair<const char*, GgmlType> names[] = {
       {"f32", GgmlType::F32},   {"f16", GgmlType::F16},   {"bf16", GgmlType::BF16}, {"q8_0", GgmlType::Q8_0},
-      {"q4_k", GgmlType::Q4_K}, {"q5_k", GgmlType::Q5_K}, {"q6_k", GgmlType::Q6_K}};
+      {"q4_k", GgmlType::Q4_K}, {"q5_k", GgmlType::Q5_K}, {"q6_k", GgmlType::Q6_K}, {"q4_0", GgmlType::Q4_0},
+      {"q4_1", GgmlType::Q4_1}, {"q5_0", GgmlType::Q5_0}, {"q5_1", GgmlType::Q5_1}, {"iq4_nl", GgmlType::IQ4_NL},
+      {"mxfp4", GgmlType::MXFP4}, {"q2_k", GgmlType::Q2_K}, {"q3_k", GgmlType::Q3_K}, {"iq4_xs", GgmlType::IQ4_XS}};
   for (const auto& [n, ty] : names)
     if (name == n) {
       t = ty;

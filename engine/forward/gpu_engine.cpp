@@ -11,6 +11,7 @@
 #include "engine/offload/plan_model.h"
 #include "engine/vulkan/vk_gemm.h"
 #include "engine/vulkan/vk_matvec.h"
+#include "engine/vulkan/weight_types.h"
 
 namespace vkmoe {
 
@@ -34,20 +35,24 @@ GgmlType kv_ggml_type(vk::KvType t) {
   return t == vk::KvType::F16 ? GgmlType::F16 : t == vk::KvType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F32;
 }
 
+}  // namespace
+
 // Every matrix the GPU multiplies needs a matvec and a GEMM kernel for its
 // type (token_embd rows are decoded on the CPU unless it is the tied output).
-void check_gpu_weight_types(const Model& m) {
+void check_gpu_weight_types(const Model& m, const vk::DeviceInfo& d) {
   const GgufTensor* embd = m.tok_embd.t;
   const bool tied = m.output.t == embd;
   for (const GgufTensor& t : m.gguf().tensors()) {
     if (t.nrows() <= 1 || (&t == embd && !tied)) continue;
-    if (!vk::matvec_supported(t.type) || !vk::gemm_supported(t.type))
-      throw Error(std::string("the GPU backend has no kernels for tensor type ") + type_name(t.type) + " (tensor '" +
-                  t.name + "'); run this model with --backend cpu");
+    const char* missing = vk::gpu_weight_type_missing_feature(d, t.type);
+    if (!missing && vk::matvec_supported(t.type) && vk::gemm_supported(t.type)) continue;
+    const std::string why = missing && std::string(missing) != "kernels"
+                                ? std::string(" needing ") + missing + ", which " + d.name + " lacks"
+                                : std::string();
+    throw Error(std::string("the GPU backend has no kernels for tensor type ") + type_name(t.type) + " (tensor '" +
+                t.name + "')" + why + "; run this model with --backend cpu");
   }
 }
-
-}  // namespace
 
 GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     : m_(m),
@@ -58,10 +63,10 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
       kv_type_(parse_kv_type(o.kv_type)),
       stats_(m.config().n_layer) {
   if (o.n_ubatch < 1) throw Error("the ubatch size must be at least 1");
-  check_gpu_weight_types(m);
   if (c_.head_dim > 256) throw Error("head dimension above 256 is not supported by the GPU attention kernel");
   if (c_.n_expert > 1024 || c_.n_expert_used > 64) throw Error("more than 1024 experts or top-64 routing is not supported");
   ctx_ = vk::Context::create(o.device);
+  check_gpu_weight_types(m, ctx_->info());
   const uint64_t budget = o.vram_budget ? o.vram_budget : ctx_->memory_budget().free();
   PlanInput in = plan_input_for(m, n_ctx_, budget, kv_ggml_type(kv_type_), int(n_ubatch_));
   in.forced = o.mode;

@@ -27,6 +27,11 @@ namespace vkmoe {
 
 class ThreadPool;
 
+// Throws a one-line Error naming the first matrix whose type has no GPU
+// kernels, or whose kernels need a feature device `d` lacks (see
+// vk::gpu_weight_type_missing_feature).
+void check_gpu_weight_types(const Model& m, const vk::DeviceInfo& d);
+
 class GpuEngine final : public Engine {
  public:
   GpuEngine(const Model& m, const EngineOptions& o);

@@ -6,10 +6,12 @@
 
 namespace vkmoe::vk {
 
-// What both cooperative-matrix paths need besides the extension: a GPU weight
-// type, Vulkan 1.3, f16 arithmetic, 16-bit storage and int16.
+// What both cooperative-matrix paths need besides the extension: a weight
+// type they decode, Vulkan 1.3, f16 arithmetic, 16-bit storage and int16.
+// (Other types run on the tiled path under GemmPath::Auto.)
 inline bool coopmat_basics(const DeviceInfo& d, GgmlType t) {
-  return gpu_weight_type(t) && d.api_version >= VK_API_VERSION_1_3 && d.shader_float16 && d.storage_16bit &&
+  const GpuWeightType* w = gpu_weight_type(t);
+  return w && w->coopmat && d.api_version >= VK_API_VERSION_1_3 && d.shader_float16 && d.storage_16bit &&
          d.shader_int16;
 }
 

@@ -119,6 +119,8 @@ GemmPath resolve_path(const Context& ctx, GemmPath p, GgmlType t) {
 
 void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GpuWeightType& L) {
   const DeviceInfo& dev = rec.context().info();
+  if (const char* f = gpu_weight_type_missing_feature(dev, a.type))
+    throw Error(std::string("the ") + type_name(a.type) + " GEMM needs " + f + " on " + dev.name);
   const uint32_t cols = ids ? ids->layout.max_tiles : a.n_tokens;
   if (cols == 0) return;
   const Tile& t = ids ? kIds : dense_tile(a.nrows, a.n_tokens);

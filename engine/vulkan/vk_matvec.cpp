@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/vulkan/weight_types.h"
+
 namespace vkmoe::vk {
 namespace {
 
@@ -17,7 +19,10 @@ const TypeLayout* layout_of(GgmlType t) {
   static const TypeLayout f32{"f32", 8, 32, 1, 16}, f16{"f16", 8, 16, 1, 16}, bf16{"bf16", 8, 16, 1, 16},
       q8_0{"q8_0", 32, 34, 4, 2}, q4_k{"q4_k", 256, 144, 8, 16}, q5_k{"q5_k", 256, 176, 8, 16},
       q6_k{"q6_k", 256, 210, 8, 2}, q4_0{"q4_0", 32, 18, 4, 2}, q4_1{"q4_1", 32, 20, 4, 2},
-      q5_0{"q5_0", 32, 22, 4, 2}, q5_1{"q5_1", 32, 24, 4, 2}, iq4_nl{"iq4_nl", 32, 18, 4, 2};
+      q5_0{"q5_0", 32, 22, 4, 2}, q5_1{"q5_1", 32, 24, 4, 2}, iq4_nl{"iq4_nl", 32, 18, 4, 2},
+      // 16-element units (shaders/dequant.glsl); MXFP4 is read byte by byte.
+      mxfp4{"mxfp4", 32, 17, 2, 1}, q2_k{"q2_k", 256, 84, 16, 4}, q3_k{"q3_k", 256, 110, 16, 2},
+      iq4_xs{"iq4_xs", 256, 136, 16, 4};
   switch (t) {
     case GgmlType::F32: return &f32;
     case GgmlType::F16: return &f16;
@@ -31,6 +36,10 @@ const TypeLayout* layout_of(GgmlType t) {
     case GgmlType::Q5_0: return &q5_0;
     case GgmlType::Q5_1: return &q5_1;
     case GgmlType::IQ4_NL: return &iq4_nl;
+    case GgmlType::MXFP4: return &mxfp4;
+    case GgmlType::Q2_K: return &q2_k;
+    case GgmlType::Q3_K: return &q3_k;
+    case GgmlType::IQ4_XS: return &iq4_xs;
     default: return nullptr;
   }
 }
@@ -146,6 +155,8 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
 void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const MatvecConfig& want) {
   const TypeLayout* L = layout_of(a.type);
   if (!L) throw Error(std::string("no GPU matvec for weight type ") + type_name(a.type));
+  if (const char* f = gpu_weight_type_missing_feature(rec.context().info(), a.type))
+    throw Error(std::string("the ") + type_name(a.type) + " matvec needs " + f + " on " + rec.context().info().name);
   if (a.ncols == 0 || a.nrows == 0 || a.ncols % L->qk != 0 || a.ncols % 8 != 0)
     throw Error("matvec: ncols " + std::to_string(a.ncols) + " is not a positive multiple of " +
                 std::to_string(std::max<uint32_t>(L->qk, 8)) + " for " + type_name(a.type));
