@@ -1,6 +1,7 @@
 #include "engine/vulkan/vk_matvec.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/vulkan/weight_types.h"
 
@@ -15,33 +16,34 @@ struct TypeLayout {
   uint32_t align;          // required byte alignment of the weights
 };
 
-const TypeLayout* layout_of(GgmlType t) {
-  static const TypeLayout f32{"f32", 8, 32, 1, 16}, f16{"f16", 8, 16, 1, 16}, bf16{"bf16", 8, 16, 1, 16},
-      q8_0{"q8_0", 32, 34, 4, 2}, q4_k{"q4_k", 256, 144, 8, 16}, q5_k{"q5_k", 256, 176, 8, 16},
-      q6_k{"q6_k", 256, 210, 8, 2}, q4_0{"q4_0", 32, 18, 4, 2}, q4_1{"q4_1", 32, 20, 4, 2},
-      q5_0{"q5_0", 32, 22, 4, 2}, q5_1{"q5_1", 32, 24, 4, 2}, iq4_nl{"iq4_nl", 32, 18, 4, 2},
-      // 16-element units (shaders/dequant.glsl); MXFP4 is read byte by byte.
-      mxfp4{"mxfp4", 32, 17, 2, 1}, q2_k{"q2_k", 256, 84, 16, 4}, q3_k{"q3_k", 256, 110, 16, 2},
-      iq4_xs{"iq4_xs", 256, 136, 16, 4};
+// Pieces of a ggml block the matvec shader reads per unit of work: 8-element
+// rows of float weights, quarters of a 32-element block, eighths of a K-quant
+// super-block, and 16-element units (shaders/dequant.glsl) for the rest.
+uint32_t units_per_block(GgmlType t) {
   switch (t) {
-    case GgmlType::F32: return &f32;
-    case GgmlType::F16: return &f16;
-    case GgmlType::BF16: return &bf16;
-    case GgmlType::Q8_0: return &q8_0;
-    case GgmlType::Q4_K: return &q4_k;
-    case GgmlType::Q5_K: return &q5_k;
-    case GgmlType::Q6_K: return &q6_k;
-    case GgmlType::Q4_0: return &q4_0;
-    case GgmlType::Q4_1: return &q4_1;
-    case GgmlType::Q5_0: return &q5_0;
-    case GgmlType::Q5_1: return &q5_1;
-    case GgmlType::IQ4_NL: return &iq4_nl;
-    case GgmlType::MXFP4: return &mxfp4;
-    case GgmlType::Q2_K: return &q2_k;
-    case GgmlType::Q3_K: return &q3_k;
-    case GgmlType::IQ4_XS: return &iq4_xs;
-    default: return nullptr;
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16: return 1;
+    case GgmlType::Q8_0:
+    case GgmlType::Q4_0:
+    case GgmlType::Q4_1:
+    case GgmlType::Q5_0:
+    case GgmlType::Q5_1:
+    case GgmlType::IQ4_NL: return 4;
+    case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
+    case GgmlType::Q6_K: return 8;
+    default: return static_cast<uint32_t>(type_traits(t).block_size / 16);  // MXFP4, Q2_K, Q3_K, IQ4_XS
   }
+}
+
+// The GPU weight type as the matvec shaders see it (float weights in blocks
+// of 8); nullopt for types without GPU kernels.
+std::optional<TypeLayout> layout_of(GgmlType t) {
+  const GpuWeightType* w = gpu_weight_type(t);
+  if (!w) return std::nullopt;
+  const uint32_t qk = w->block_elems == 1 ? 8 : w->block_elems;
+  return TypeLayout{w->suffix, qk, qk / w->block_elems * w->block_bytes, units_per_block(t), w->align};
 }
 
 bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
@@ -58,11 +60,11 @@ bool q8x_auto_type(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5
 
 }  // namespace
 
-bool matvec_supported(GgmlType t) { return layout_of(t) != nullptr; }
+bool matvec_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
 MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_items,
                            const MatvecConfig& want) {
-  const TypeLayout* L = layout_of(t);
+  const auto L = layout_of(t);
   if (!L) throw Error(std::string("no GPU matvec for weight type ") + type_name(t));
   MatvecConfig c = want;
   const uint32_t sg = std::max<uint32_t>(dev.subgroup_size, 1);
@@ -153,7 +155,7 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
 }
 
 void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const MatvecConfig& want) {
-  const TypeLayout* L = layout_of(a.type);
+  const auto L = layout_of(a.type);
   if (!L) throw Error(std::string("no GPU matvec for weight type ") + type_name(a.type));
   if (const char* f = gpu_weight_type_missing_feature(rec.context().info(), a.type))
     throw Error(std::string("the ") + type_name(a.type) + " matvec needs " + f + " on " + rec.context().info().name);
