@@ -103,6 +103,31 @@ std::vector<float> all_logits(const Model& m, const std::vector<int32_t>& tokens
   return out;
 }
 
+// A golden case's synthetic model, rebuilt with synth's code, and llama.cpp's
+// logits for it (n_tokens x n_vocab).
+struct LoadedCase {
+  std::unique_ptr<Model> model;
+  std::vector<float> gold;
+  int n_vocab = 0;
+};
+
+LoadedCase load_case(const GoldenCase& c) {
+  LoadedCase l;
+  SynthSpec s;
+  apply_synth_overrides(s, c.spec);
+  l.model = Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + c.spec));
+  l.n_vocab = l.model->config().n_vocab;
+  l.gold = read_f32(golden_dir() / (c.name + ".f32"));
+  return l;
+}
+
+// The bounds every backend must meet against llama.cpp.
+void expect_agreement(const Agreement& a, int n_tok) {
+  EXPECT_LT(a.rel_l2, 2.5e-2);
+  EXPECT_LT(a.max_abs, 3e-2);
+  EXPECT_GE(a.top1_same, n_tok - 1);
+}
+
 }  // namespace
 
 // Measured (ref and cpu backends alike): rel L2 0.0105 (Q4_0) .. 0.0162 (Q2_K
@@ -116,20 +141,14 @@ TEST(GoldenLogits, MatchLlamaCppOnEveryType) {
   ASSERT_EQ(tokens.size(), 8u);
   for (const GoldenCase& c : cases) {
     SCOPED_TRACE(c.name + ": " + c.spec);
-    SynthSpec s;
-    apply_synth_overrides(s, c.spec);
-    const auto model = Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + c.spec));
-    const int n_vocab = model->config().n_vocab;
-    const auto gold = read_f32(golden_dir() / (c.name + ".f32"));
-    ASSERT_EQ(gold.size(), tokens.size() * n_vocab);
+    const LoadedCase l = load_case(c);
+    ASSERT_EQ(l.gold.size(), tokens.size() * l.n_vocab);
     for (auto k : {CpuForward::Kernels::Scalar, CpuForward::Kernels::Simd}) {
-      const auto got = all_logits(*model, tokens, k);
-      const Agreement a = compare(got, gold, static_cast<int>(tokens.size()), n_vocab);
+      const auto got = all_logits(*l.model, tokens, k);
+      const Agreement a = compare(got, l.gold, static_cast<int>(tokens.size()), l.n_vocab);
       std::printf("%-11s %s rel_l2 %.5f max_abs %.5f top1 %d/%zu\n", c.name.c_str(),
                   k == CpuForward::Kernels::Scalar ? "ref" : "cpu", a.rel_l2, a.max_abs, a.top1_same, tokens.size());
-      EXPECT_LT(a.rel_l2, 2.5e-2);
-      EXPECT_LT(a.max_abs, 3e-2);
-      EXPECT_GE(a.top1_same, static_cast<int>(tokens.size()) - 1);
+      expect_agreement(a, static_cast<int>(tokens.size()));
     }
   }
 }
@@ -144,17 +163,15 @@ TEST(GoldenLogits, GpuMatchesLlamaCpp) {
   const int n_tok = static_cast<int>(tokens.size());
   for (const GoldenCase& c : cases) {
     SCOPED_TRACE(c.name + ": " + c.spec);
-    SynthSpec s;
-    apply_synth_overrides(s, c.spec);
-    const auto model = Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + c.spec));
-    const int n_vocab = model->config().n_vocab;
-    const auto gold = read_f32(golden_dir() / (c.name + ".f32"));
-    ASSERT_EQ(gold.size(), tokens.size() * n_vocab);
+    const LoadedCase l = load_case(c);
+    ASSERT_EQ(l.gold.size(), tokens.size() * l.n_vocab);
+    const int n_vocab = l.n_vocab;
+    const std::vector<float>& gold = l.gold;
     EngineOptions o;
     o.backend = "gpu";
     o.n_ctx = 64;
     o.kv_type = "f32";
-    auto gpu = make_engine(*model, o);
+    auto gpu = make_engine(*l.model, o);
     std::vector<float> got;
     for (int32_t t : tokens) {
       const auto l = gpu->eval({t});
@@ -167,11 +184,8 @@ TEST(GoldenLogits, GpuMatchesLlamaCpp) {
     const Agreement b = compare(last, gold_last, 1, n_vocab);
     std::printf("%-11s gpu rel_l2 %.5f max_abs %.5f top1 %d/%d; batched last rel_l2 %.5f max_abs %.5f\n",
                 c.name.c_str(), a.rel_l2, a.max_abs, a.top1_same, n_tok, b.rel_l2, b.max_abs);
-    EXPECT_LT(a.rel_l2, 2.5e-2);
-    EXPECT_LT(a.max_abs, 3e-2);
-    EXPECT_GE(a.top1_same, n_tok - 1);
-    EXPECT_LT(b.rel_l2, 2.5e-2);
-    EXPECT_LT(b.max_abs, 3e-2);
+    expect_agreement(a, n_tok);
+    expect_agreement(b, 1);
   }
 }
 
