@@ -187,9 +187,18 @@ struct Row {
   double mib = 0, us = 0, gbps = 0, pct = 0;
 };
 
+// Fixed notation with at least three significant digits, so that a slow
+// kernel (lavapipe under a sanitizer) never prints a rate of "0.00".
+std::string sig3(double v) {
+  const int decimals = v > 0 && std::isfinite(v) ? std::clamp(2 - static_cast<int>(std::floor(std::log10(v))), 1, 9) : 2;
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
 void print_row(const Row& r) {
-  std::printf("%-10s %-14s %-14s %10.4f %10.2f %10.2f %7.1f\n", r.kernel.c_str(), r.shape.c_str(), r.config.c_str(),
-              r.mib, r.us, r.gbps, r.pct);
+  std::printf("%-10s %-14s %-14s %10.4f %10.2f %10s %7s\n", r.kernel.c_str(), r.shape.c_str(), r.config.c_str(),
+              r.mib, r.us, sig3(r.gbps).c_str(), sig3(r.pct).c_str());
   std::fflush(stdout);
 }
 
