@@ -186,7 +186,7 @@ ModelSummary summarize(const Model& m) {
                                      [](auto& a, auto& b) { return a.second < b.second; });
     quant = type_name(dominant->first);
   }
-  s.type = std::string(arch_name(c.arch)) + " " + size + (quant.empty() ? "" : " " + quant);
+  s.type = c.arch + " " + size + (quant.empty() ? "" : " " + quant);
   return s;
 }
 

@@ -90,7 +90,7 @@ EngineOptions engine_options(const Args& a, const Model& m) {
 
 void print_model(const Model& m) {
   const ModelConfig& c = m.config();
-  std::printf("model: %s, %d layers, embd %d, heads %d/%d x %d, vocab %d", arch_name(c.arch), c.n_layer,
+  std::printf("model: %s, %d layers, embd %d, heads %d/%d x %d, vocab %d", c.arch.c_str(), c.n_layer,
               c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_vocab);
   if (c.is_moe()) std::printf(", experts %d/%d x ff %d", c.n_expert_used, c.n_expert, c.n_ff_exp);
   else std::printf(", ff %d", c.n_ff);
@@ -114,7 +114,7 @@ SamplerParams sampler_params(const Args& a) {
 
 void print_startup_summary(const Model& m, const Engine& e) {
   const ModelConfig& c = m.config();
-  std::string line = std::string(arch_name(c.arch)) + " " + std::to_string(c.n_layer) + " layers";
+  std::string line = c.arch + " " + std::to_string(c.n_layer) + " layers";
   if (c.is_moe()) line += ", " + std::to_string(c.n_expert_used) + "/" + std::to_string(c.n_expert) + " experts";
   line += " | " + e.describe();
   if (!e.moe_mode().empty()) line += " | mode " + e.moe_mode();  // describe() gives the GPU's VRAM

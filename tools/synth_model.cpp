@@ -6,7 +6,9 @@
 #include <random>
 #include <sstream>
 
+#include "engine/model/arch/arch.h"
 #include "engine/model/gguf.h"
+#include "engine/model/layer_tensors.h"
 #include "engine/model/tokenizer.h"
 #include "tools/synth_vocab.h"
 
@@ -71,22 +73,61 @@ void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
   }
 }
 
+namespace {
+
+const ArchDef& synth_arch(const SynthSpec& s) {
+  const ArchDef* a = find_arch(s.arch);
+  if (!a) throw Error("synth: unknown arch '" + s.arch + "' (" + arch_names() + ")");
+  return *a;
+}
+
+// The configuration the file will load as; routed experts only where the
+// architecture's layers have them (n_expert 0 makes llama dense).
+ModelConfig synth_config(const SynthSpec& s) {
+  ModelConfig c;
+  c.arch = s.arch;
+  c.n_layer = s.n_layer;
+  c.n_embd = s.n_embd;
+  c.n_head = s.n_head;
+  c.n_head_kv = s.n_head_kv;
+  c.head_dim = s.head_dim;
+  c.n_rot = s.head_dim;
+  c.n_ff = s.n_ff;
+  c.n_expert = s.n_expert;
+  c.n_expert_used = s.n_expert_used;
+  c.n_ff_exp = s.n_ff_exp;
+  c.n_ff_shexp = s.n_ff_shexp;
+  c.n_ctx_train = s.n_ctx;
+  c.rope_theta = s.rope_theta;
+  const ArchDef& a = synth_arch(s);
+  bool moe = false, shared = false;
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerSpec l = a.layer(c, il);
+    moe |= l.moe;
+    shared |= l.shared != SharedExpert::None;
+  }
+  if (!moe) c.n_expert = c.n_expert_used = c.n_ff_exp = 0;
+  if (!shared) c.n_ff_shexp = 0;
+  return c;
+}
+
+}  // namespace
+
 std::string describe(const SynthSpec& s) {
+  const ModelConfig c = synth_config(s);
   std::ostringstream o;
   o << s.arch << " " << s.quant << ": " << s.n_layer << " layers, embd " << s.n_embd << ", heads "
     << s.n_head << "/" << s.n_head_kv << "x" << s.head_dim;
-  if (s.arch == "qwen3" || (s.arch == "llama" && s.n_expert == 0))
+  if (!c.is_moe())
     o << ", ff " << s.n_ff;
   else
     o << ", experts " << s.n_expert_used << "/" << s.n_expert << " x ff " << s.n_ff_exp;
-  if (s.arch == "qwen2moe") o << ", shared ff " << s.n_ff_shexp;
+  if (c.n_ff_shexp) o << ", shared ff " << s.n_ff_shexp;
   o << ", vocab " << s.n_vocab;
   return o.str();
 }
 
 namespace {
-
-bool is_moe(const SynthSpec& s) { return s.arch != "qwen3" && !(s.arch == "llama" && s.n_expert == 0); }
 
 // Quantization presets. A type name gives a uniform file; the llama.cpp
 // mixes (named like its ftypes) give each tensor kind its own type:
@@ -137,51 +178,26 @@ struct TensorDesc {
   float mean;    // norms center on 1
 };
 
-std::vector<TensorDesc> tensor_list(const SynthSpec& s) {
+std::vector<TensorDesc> tensor_list(const SynthSpec& s, const ModelConfig& c) {
   std::vector<TensorDesc> out;
-  const int64_t E = s.n_embd, Q = int64_t(s.n_head) * s.head_dim, KV = int64_t(s.n_head_kv) * s.head_dim;
+  const int64_t E = s.n_embd;
   auto add = [&](const std::string& name, std::vector<int64_t> ne, int layer, float stddev, float mean = 0) {
     out.push_back({name, ne, synth_tensor_type(s, name, ne[0], layer), stddev, mean});
   };
   auto w = [](int64_t in) { return 1.0f / std::sqrt(float(in)); };
   add("token_embd.weight", {E, s.n_vocab}, -1, 1.0f);
+  const ArchDef& arch = synth_arch(s);
   for (int il = 0; il < s.n_layer; ++il) {
-    std::string p = "blk." + std::to_string(il) + ".";
-    add(p + "attn_norm.weight", {E}, il, 0.1f, 1.f);
-    add(p + "attn_q.weight", {E, Q}, il, w(E));
-    add(p + "attn_k.weight", {E, KV}, il, w(E));
-    add(p + "attn_v.weight", {E, KV}, il, w(E));
-    add(p + "attn_output.weight", {Q, E}, il, w(Q));
-    if (s.arch == "qwen2moe") {
-      add(p + "attn_q.bias", {Q}, il, 0.1f);
-      add(p + "attn_k.bias", {KV}, il, 0.1f);
-      add(p + "attn_v.bias", {KV}, il, 0.1f);
-    }
-    if (s.arch == "qwen3" || s.arch == "qwen3moe") {
-      add(p + "attn_q_norm.weight", {s.head_dim}, il, 0.1f, 1.f);
-      add(p + "attn_k_norm.weight", {s.head_dim}, il, 0.1f, 1.f);
-    } else if (s.arch == "olmoe") {
-      add(p + "attn_q_norm.weight", {Q}, il, 0.1f, 1.f);
-      add(p + "attn_k_norm.weight", {KV}, il, 0.1f, 1.f);
-    }
-    add(p + "ffn_norm.weight", {E}, il, 0.1f, 1.f);
-    if (is_moe(s)) {
-      const int64_t F = s.n_ff_exp, N = s.n_expert;
-      add(p + "ffn_gate_inp.weight", {E, N}, il, 2 * w(E));
-      add(p + "ffn_gate_exps.weight", {E, F, N}, il, w(E));
-      add(p + "ffn_up_exps.weight", {E, F, N}, il, w(E));
-      add(p + "ffn_down_exps.weight", {F, E, N}, il, w(F));
-      if (s.arch == "qwen2moe") {
-        const int64_t S = s.n_ff_shexp;
-        add(p + "ffn_gate_inp_shexp.weight", {E}, il, w(E));
-        add(p + "ffn_gate_shexp.weight", {E, S}, il, w(E));
-        add(p + "ffn_up_shexp.weight", {E, S}, il, w(E));
-        add(p + "ffn_down_shexp.weight", {S, E}, il, w(S));
+    const std::string p = "blk." + std::to_string(il) + ".";
+    for (const LayerTensorSlot& t : layer_tensors(c, arch.layer(c, il))) {
+      switch (t.kind) {
+        case TensorKind::Norm: add(p + t.name, t.ne, il, 0.1f, 1.f); break;
+        case TensorKind::Bias: add(p + t.name, t.ne, il, 0.1f); break;
+        case TensorKind::Router: add(p + t.name, t.ne, il, 2 * w(E)); break;
+        case TensorKind::SharedGate:
+        case TensorKind::Matrix:
+        case TensorKind::Experts: add(p + t.name, t.ne, il, w(t.ne[0])); break;
       }
-    } else {
-      add(p + "ffn_gate.weight", {E, s.n_ff}, il, w(E));
-      add(p + "ffn_up.weight", {E, s.n_ff}, il, w(E));
-      add(p + "ffn_down.weight", {s.n_ff, E}, il, w(s.n_ff));
     }
   }
   add("output_norm.weight", {E}, -1, 0.1f, 1.f);
@@ -240,37 +256,33 @@ GgufWriter build_writer(const SynthSpec& s) {
   base_type(s.quant);
   if (s.vec_type != "F32" && s.vec_type != "F16" && s.vec_type != "BF16" && s.vec_type != "Q8_0")
     throw Error("synth vec_type '" + s.vec_type + "' is not one of F32, F16, BF16, Q8_0");
-  const std::string& a = s.arch;
-  if (a != "llama" && a != "qwen3" && a != "qwen3moe" && a != "olmoe" && a != "qwen2moe")
-    throw Error("synth: unknown arch '" + a + "' (llama, qwen3, qwen3moe, olmoe, qwen2moe)");
+  const ModelConfig c = synth_config(s);
   if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 ||
       s.n_head % s.n_head_kv != 0 || s.head_dim % 2 != 0)
     throw Error("synth: inconsistent attention shape");
-  if (is_moe(s) && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert))
+  if (c.is_moe() && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert))
     throw Error("synth: need 0 < n_expert_used <= n_expert");
+  const std::string& a = s.arch;
   GgufWriter w;
   w.add_str("general.architecture", a);
   w.add_str("general.name", "vkmoe-synth-" + a);
   w.add_u32(a + ".block_count", s.n_layer);
   w.add_u32(a + ".context_length", s.n_ctx);
   w.add_u32(a + ".embedding_length", s.n_embd);
-  bool ff_is_expert = a == "olmoe" || (a == "llama" && is_moe(s));
-  w.add_u32(a + ".feed_forward_length", ff_is_expert ? s.n_ff_exp : s.n_ff);
+  synth_arch(s).write(c, w);
   w.add_u32(a + ".attention.head_count", s.n_head);
   w.add_u32(a + ".attention.head_count_kv", s.n_head_kv);
   w.add_u32(a + ".attention.key_length", s.head_dim);
   w.add_u32(a + ".attention.value_length", s.head_dim);
-  w.add_u32(a + ".rope.dimension_count", s.head_dim);
+  w.add_u32(a + ".rope.dimension_count", c.n_rot);
   w.add_f32(a + ".rope.freq_base", s.rope_theta);
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
-  if (is_moe(s)) {
+  if (c.is_moe()) {
     w.add_u32(a + ".expert_count", s.n_expert);
     w.add_u32(a + ".expert_used_count", s.n_expert_used);
-    if (!ff_is_expert) w.add_u32(a + ".expert_feed_forward_length", s.n_ff_exp);
-    if (a == "qwen2moe") w.add_u32(a + ".expert_shared_feed_forward_length", s.n_ff_shexp);
   }
   add_synth_tokenizer(w, a == "llama" ? TokenizerKind::Spm : TokenizerKind::Bpe, s.n_vocab);
-  for (const auto& d : tensor_list(s)) {
+  for (const auto& d : tensor_list(s, c)) {
     uint64_t seed = s.seed;
     bool fast = s.fast;
     w.add_tensor_lazy(d.name, d.ne, d.type, [d, seed, fast](uint8_t* dst, size_t nbytes) {

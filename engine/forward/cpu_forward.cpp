@@ -93,11 +93,14 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
     swiglu_ffn(l.gate_exps, l.up_exps, l.down_exps, r.experts[j], x, y.data(), c_.n_ff_exp);
     for (int i = 0; i < E; ++i) out[i] += r.weights[j] * y[i];
   }
-  if (l.gate_shexp) {
+  if (l.spec.shared != SharedExpert::None) {
     swiglu_ffn(l.gate_shexp, l.up_shexp, l.down_shexp, -1, x, y.data(), c_.n_ff_shexp);
-    double g = 0;
-    for (int i = 0; i < E; ++i) g += double(lf_[il].shexp_gate[i]) * x[i];
-    float gate = static_cast<float>(1.0 / (1.0 + std::exp(-g)));
+    float gate = 1.f;
+    if (l.spec.shared == SharedExpert::Gated) {
+      double g = 0;
+      for (int i = 0; i < E; ++i) g += double(lf_[il].shexp_gate[i]) * x[i];
+      gate = static_cast<float>(1.0 / (1.0 + std::exp(-g)));
+    }
     for (int i = 0; i < E; ++i) out[i] += gate * y[i];
   }
 }
@@ -142,12 +145,12 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
       matvec(l.wq, xn.data(), qt);
       matvec(l.wk, xn.data(), kt);
       matvec(l.wv, xn.data(), vt);
-      if (!lf.bq.empty()) {
+      if (l.spec.qkv_bias) {
         for (int i = 0; i < Q; ++i) qt[i] += lf.bq[i];
         for (int i = 0; i < KV; ++i) kt[i] += lf.bk[i], vt[i] += lf.bv[i];
       }
-      if (!lf.q_norm.empty()) {
-        if (static_cast<int>(lf.q_norm.size()) == D) {  // per head (qwen3)
+      if (l.spec.qk_norm != QkNorm::None) {
+        if (l.spec.qk_norm == QkNorm::PerHead) {
           for (int h = 0; h < c_.n_head; ++h) rms_norm(qt + h * D, lf.q_norm.data(), qt + h * D, D, c_.norm_eps);
           for (int h = 0; h < c_.n_head_kv; ++h) rms_norm(kt + h * D, lf.k_norm.data(), kt + h * D, D, c_.norm_eps);
         } else {  // whole projection (olmoe)
@@ -187,7 +190,7 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
       for (int i = 0; i < E; ++i) xt[i] += o[i];
       check_finite(xt, E, non_finite_site::after_attention(il));
       rms_norm(xt, lf.ffn_norm.data(), xn.data(), E, c_.norm_eps);
-      if (c_.is_moe())
+      if (l.spec.moe)
         ffn_moe(il, xn.data(), f.data());
       else
         swiglu_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, -1, xn.data(), f.data(), c_.n_ff);

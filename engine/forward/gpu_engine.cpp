@@ -209,7 +209,7 @@ void GpuEngine::record_resident(vk::Recorder& r, uint32_t pos0, uint32_t n) {
   for (int il = 0; il < c_.n_layer; ++il) {
     prog_->attention(r, il, pos0, n, normed);
     normed = false;
-    if (c_.is_moe()) {
+    if (m_.layers()[il].spec.moe) {
       const bool last = il + 1 == c_.n_layer;
       const GpuTensor* next_norm = n > 1 ? nullptr : last ? &w_.output_norm : &w_.layers[il + 1].attn_norm;
       normed = prog_->moe_resident(r, il, n, next_norm);

@@ -62,7 +62,10 @@ class GpuEngine final : public Engine {
   void route_offload(int il, std::vector<vk::SyncPoint>& waits, std::vector<ExpertView>& cold,
                      std::vector<float>& cold_w, std::vector<int>& cold_ids);
   void cache_maintenance(int il, bool predict);
-  bool predicts(int il) const { return opt_.predict_prefetch && il + 1 < c_.n_layer; }
+  // Whether layer il's pass predicts the routing of layer il + 1 (both MoE).
+  bool predicts(int il) const {
+    return opt_.predict_prefetch && il + 1 < c_.n_layer && m_.layers()[il].spec.moe && m_.layers()[il + 1].spec.moe;
+  }
   ExpertView expert_view(int il, int e) const;
   void calibrate_cpu_experts();
 

@@ -32,7 +32,7 @@ void GpuEngine::calibrate_cpu_experts() {
   std::vector<int32_t> toks(n);
   for (int i = 0; i < n; ++i) toks[i] = i;
   int il = 0;
-  while (il < c_.n_layer && !m_.layers()[il].gate_exps) ++il;
+  while (il < c_.n_layer && !m_.layers()[il].spec.moe) ++il;
   if (il == c_.n_layer) return;
   ExpertBatch b{expert_view(il, 0), toks.data(), w.data(), n};
   const auto t0 = std::chrono::steady_clock::now();
@@ -54,6 +54,7 @@ void GpuEngine::record_offload_a(vk::Recorder& r, int il) {
     ops_->add_rows(r, Rows(cpu_out_, E), Rows(a.x, E), E, 1);  // the previous layer's CPU experts
   r.barrier();
   prog_->attention(r, il, uint32_t(pos_), 1, false);
+  if (!m_.layers()[il].spec.moe) return;
   prog_->router(r, il, 1);
   const bool predict = predicts(il);
   if (predict) {  // layer il+1's router applied to this layer's hidden state
@@ -68,6 +69,7 @@ void GpuEngine::record_offload_a(vk::Recorder& r, int il) {
 }
 
 void GpuEngine::record_offload_b(vk::Recorder& r, int il) {
+  if (!m_.layers()[il].spec.moe) return prog_->dense_ffn(r, il, 1);
   if (cache_->slots() > 0) {
     prog_->experts_decode(r, il, {&cache_->gate_pool(il), &cache_->up_pool(il), &cache_->down_pool(il),
                                   uint32_t(cache_->slots())},
@@ -113,7 +115,7 @@ void GpuEngine::decode_offload(int32_t token) {
     std::vector<ExpertView> cold;
     std::vector<float> cold_w;
     std::vector<int> cold_ids;
-    route_offload(il, waits, cold, cold_w, cold_ids);
+    if (m_.layers()[il].spec.moe) route_offload(il, waits, cold, cold_w, cold_ids);
     b->submit(waits);  // the GPU works on the hits while the host computes the misses
     float* cpu_out = cpu_out_.as<float>();
     if (cold.empty()) {
@@ -124,8 +126,7 @@ void GpuEngine::decode_offload(int32_t token) {
                   opt_.cpu_q8 ? CpuActivations::Q8 : CpuActivations::F32);
     }
     cache_maintenance(il, predict);
-    if (m_.layers()[il].gate_exps)
-      for (int e : cold_ids) pending_admit_.push_back({il, e});
+    for (int e : cold_ids) pending_admit_.push_back({il, e});
     routed = a->submit();
     if (il + 1 < L) {
       b = &next_recorder();
@@ -145,7 +146,7 @@ void GpuEngine::route_offload(int il, std::vector<vk::SyncPoint>& waits, std::ve
   std::vector<int> ids(K);
   std::vector<float> w(K);
   route_topk(rl, N, K, c_.norm_topk_prob, ids.data(), w.data());
-  if (opt_.predict_prefetch && il > 0) stats_.record_routing(il, predicted_[il], ids);
+  if (il > 0 && predicts(il - 1)) stats_.record_routing(il, predicted_[il], ids);
   prev_route_[il] = ids;
   cache_->drain();
   int32_t* slot_ids = host_ids_.as<int32_t>();
@@ -207,7 +208,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
       ops_->add_rows(ra, Rows(cpu_out_, E), Rows(a.x, E), E, n);
     ra.barrier();
     prog_->attention(ra, il, uint32_t(pos_), n, false);
-    const bool moe = bool(m_.layers()[il].gate_exps);
+    const bool moe = m_.layers()[il].spec.moe;
     if (moe) {
       prog_->router(ra, il, n);
       ra.barrier();

@@ -68,6 +68,7 @@ constexpr LayerTensor kTrunkTensors[] = {
     {&LayerWeights::ffn_up, &GpuLayer::ffn_up, "ffn_up"},
     {&LayerWeights::ffn_down, &GpuLayer::ffn_down, "ffn_down"},
     {&LayerWeights::router, &GpuLayer::router, "ffn_gate_inp"},
+    {&LayerWeights::exp_probs_b, &GpuLayer::exp_probs_b, "exp_probs_b"},
     {&LayerWeights::shexp_gate, &GpuLayer::shexp_gate, "ffn_gate_inp_shexp"},
     {&LayerWeights::gate_shexp, &GpuLayer::gate_shexp, "ffn_gate_shexp"},
     {&LayerWeights::up_shexp, &GpuLayer::up_shexp, "ffn_up_shexp"},

@@ -20,7 +20,7 @@ struct GpuTensor {
 
 struct GpuLayer {
   GpuTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm;
-  GpuTensor ffn_gate, ffn_up, ffn_down, router, shexp_gate, gate_shexp, up_shexp, down_shexp;
+  GpuTensor ffn_gate, ffn_up, ffn_down, router, exp_probs_b, shexp_gate, gate_shexp, up_shexp, down_shexp;
   GpuTensor gate_exps, up_exps, down_exps;  // resident experts (empty in offload modes)
   vk::Buffer k_cache, v_cache;
 };

@@ -29,6 +29,7 @@ LayerProgram::LayerProgram(const Model& m, const GpuModel& g, Activations& a, co
 
 void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const {
   const GpuLayer& g = g_.layers[il];
+  const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const Rows x(a_.x, E), xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
   if (!normed) {
@@ -41,14 +42,14 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   ops_.linear(r, g.wv, xn, v, n);
   r.barrier();
   mark_(r, "q/k/v");
-  if (g.bq) {
+  if (spec.qkv_bias) {
     ops_.add_rows(r, Rows(g.bq.buf, 0), q, Q, n);
     ops_.add_rows(r, Rows(g.bk.buf, 0), k, KV, n);
     ops_.add_rows(r, Rows(g.bv.buf, 0), v, KV, n);
     r.barrier();
   }
-  const bool per_head = g.q_norm && g.q_norm.ncols == D;
-  if (g.q_norm && !per_head) {  // norm over the whole projection (olmoe)
+  const bool per_head = spec.qk_norm == QkNorm::PerHead;
+  if (spec.qk_norm == QkNorm::Whole) {
     ops_.rms_norm(r, q, &g.q_norm, q, Q, n, c_.norm_eps);
     ops_.rms_norm(r, k, &g.k_norm, k, KV, n, c_.norm_eps);
     r.barrier();
@@ -121,12 +122,14 @@ void LayerProgram::dense_ffn(vk::Recorder& r, int il, uint32_t n) const {
 
 void LayerProgram::shared_expert(vk::Recorder& r, int il, uint32_t n) const {
   const GpuLayer& g = g_.layers[il];
-  if (!g.gate_shexp) return;
+  const SharedExpert kind = m_.layers()[il].spec.shared;
+  if (kind == SharedExpert::None) return;
   const uint32_t E = c_.n_embd;
-  if (g.shexp_gate) ops_.linear(r, g.shexp_gate, Rows(a_.xn, E), Rows(a_.gate1, 1), n);  // done by the FFN's first barrier
+  const bool gated = kind == SharedExpert::Gated;
+  if (gated) ops_.linear(r, g.shexp_gate, Rows(a_.xn, E), Rows(a_.gate1, 1), n);  // done by the FFN's first barrier
   swiglu_ffn(r, g.gate_shexp, g.up_shexp, g.down_shexp, c_.n_ff_shexp, a_.so, n, /*acc=*/false);
   ops_.add_rows(r, Rows(a_.so, E), Rows(a_.x, E), E, n,
-                g.shexp_gate ? GpuOps::Scale::SigmoidOfRow : GpuOps::Scale::One, &a_.gate1);
+                gated ? GpuOps::Scale::SigmoidOfRow : GpuOps::Scale::One, &a_.gate1);
   r.barrier();
   mark_(r, "shared expert");
 }
@@ -168,7 +171,7 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
     return false;
   }
   experts_decode(r, il, w, a_.ids);
-  if (next_norm && !g.gate_shexp) {
+  if (next_norm && m_.layers()[il].spec.shared == SharedExpert::None) {
     const auto& cp = ops_.ctx().pipeline("moe_combine_norm", 6, sizeof(CombineNormPush));
     r.dispatch(cp, {a_.eo, a_.wts, a_.x, next_norm->buf, a_.xn, a_.non_finite},
                CombineNormPush{E, K, c_.norm_eps, non_finite_site::layer_input(il + 1)}, 1);

@@ -5,14 +5,12 @@
 #include <vector>
 
 #include "engine/model/gguf.h"
+#include "engine/model/layer_spec.h"
 
 namespace vkmoe {
 
-enum class Arch { Llama, Qwen3, Qwen3Moe, Olmoe, Qwen2Moe };
-const char* arch_name(Arch a);
-
 struct ModelConfig {
-  Arch arch = Arch::Llama;
+  std::string arch = "llama";  // general.architecture; engine/model/arch/ has one file per name
   int n_layer = 0;
   int n_embd = 0;
   int n_head = 0;
@@ -24,11 +22,14 @@ struct ModelConfig {
   int n_expert = 0;        // 0 for dense models
   int n_expert_used = 0;
   int n_ff_exp = 0;
-  int n_ff_shexp = 0;      // shared expert width (qwen2moe), 0 if none
+  int n_ff_shexp = 0;      // shared expert width, 0 if none
+  int n_layer_dense_lead = 0;  // leading layers with a dense FFN in a MoE model
+  int n_rot = 0;           // rotated dimensions of each head (rope.dimension_count)
   float rope_theta = 10000.f;
   float norm_eps = 1e-6f;
   bool rope_neox = false;  // NeoX (half-split) rotation vs. adjacent pairs
   bool norm_topk_prob = false;  // renormalize the top-k router weights
+  QkNorm qk_norm = QkNorm::None;  // for architectures where the file decides (glm4moe)
   bool is_moe() const { return n_expert > 0; }
   // Model::load checks that these products fit.
   int q_dim() const { return n_head * head_dim; }
@@ -51,10 +52,11 @@ struct Weight {
 };
 
 struct LayerWeights {
+  LayerSpec spec;  // what the layer computes; which of the weights below it holds
   Weight attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm;
   Weight ffn_norm;
   Weight ffn_gate, ffn_up, ffn_down;                  // dense FFN
-  Weight router, gate_exps, up_exps, down_exps;       // MoE
+  Weight router, exp_probs_b, gate_exps, up_exps, down_exps;  // MoE
   Weight shexp_gate, gate_shexp, up_shexp, down_shexp;  // shared expert
   // Bytes of one routed expert (its gate, up and down slices); 0 for a layer without.
   uint64_t routed_expert_bytes() const {

@@ -208,7 +208,7 @@ int run_server(const Model& model, Engine& engine, const Tokenizer& tok, const S
                                        {"created", started},
                                        {"owned_by", "vkmoe"},
                                        {"meta",
-                                        {{"arch", arch_name(c.arch)},
+                                        {{"arch", c.arch},
                                          {"n_ctx", core.n_ctx()},
                                          {"n_ctx_train", c.n_ctx_train},
                                          {"n_vocab", tok.n_vocab()},

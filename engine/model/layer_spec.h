@@ -1,0 +1,29 @@
+#pragma once
+// What one transformer layer computes, as its architecture's file declares
+// it (engine/model/arch/). The loader, synth, the CPU reference and the GPU
+// layer program all follow the spec: none of them branches on the
+// architecture's name or on which tensors a file happens to hold.
+#include <cstdint>
+
+namespace vkmoe {
+
+// RMS norm of q and k after projection: per head (qwen3) or over the whole
+// projection (olmoe).
+enum class QkNorm : uint8_t { None, PerHead, Whole };
+
+// A shared expert beside the routed ones: Gated scales its output by
+// sigmoid(w . x) (qwen2moe); Plain adds it as is (glm4moe, deepseek2).
+enum class SharedExpert : uint8_t { None, Gated, Plain };
+
+struct LayerSpec {
+  // attention
+  bool qkv_bias = false;
+  QkNorm qk_norm = QkNorm::None;
+  // feed-forward: routed experts, else a dense SwiGLU FFN
+  bool moe = false;
+  bool probs_bias = false;  // exp_probs_b: a per-expert bias on the selection scores
+  SharedExpert shared = SharedExpert::None;
+  const char* ffn_norm = "ffn_norm";  // the FFN pre-norm's tensor name (glm4moe: post_attention_norm)
+};
+
+}  // namespace vkmoe

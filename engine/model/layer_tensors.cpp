@@ -1,0 +1,49 @@
+#include "engine/model/layer_tensors.h"
+
+namespace vkmoe {
+
+std::vector<LayerTensorSlot> layer_tensors(const ModelConfig& c, const LayerSpec& s) {
+  using L = LayerWeights;
+  // 64-bit products: synth builds files from unchecked configurations.
+  const int64_t E = c.n_embd, D = c.head_dim, Q = int64_t{c.n_head} * D, KV = int64_t{c.n_head_kv} * D;
+  std::vector<LayerTensorSlot> v = {
+      {&L::attn_norm, "attn_norm.weight", {E}, TensorKind::Norm},
+      {&L::wq, "attn_q.weight", {E, Q}, TensorKind::Matrix},
+      {&L::wk, "attn_k.weight", {E, KV}, TensorKind::Matrix},
+      {&L::wv, "attn_v.weight", {E, KV}, TensorKind::Matrix},
+      {&L::wo, "attn_output.weight", {Q, E}, TensorKind::Matrix},
+  };
+  if (s.qkv_bias) {
+    v.push_back({&L::bq, "attn_q.bias", {Q}, TensorKind::Bias});
+    v.push_back({&L::bk, "attn_k.bias", {KV}, TensorKind::Bias});
+    v.push_back({&L::bv, "attn_v.bias", {KV}, TensorKind::Bias});
+  }
+  if (s.qk_norm != QkNorm::None) {
+    const bool per_head = s.qk_norm == QkNorm::PerHead;
+    v.push_back({&L::q_norm, "attn_q_norm.weight", {per_head ? D : Q}, TensorKind::Norm});
+    v.push_back({&L::k_norm, "attn_k_norm.weight", {per_head ? D : KV}, TensorKind::Norm});
+  }
+  v.push_back({&L::ffn_norm, std::string(s.ffn_norm) + ".weight", {E}, TensorKind::Norm});
+  if (!s.moe) {
+    v.push_back({&L::ffn_gate, "ffn_gate.weight", {E, c.n_ff}, TensorKind::Matrix});
+    v.push_back({&L::ffn_up, "ffn_up.weight", {E, c.n_ff}, TensorKind::Matrix});
+    v.push_back({&L::ffn_down, "ffn_down.weight", {c.n_ff, E}, TensorKind::Matrix});
+    return v;
+  }
+  const int64_t F = c.n_ff_exp, N = c.n_expert, S = c.n_ff_shexp;
+  v.push_back({&L::router, "ffn_gate_inp.weight", {E, N}, TensorKind::Router});
+  if (s.probs_bias) v.push_back({&L::exp_probs_b, "exp_probs_b.bias", {N}, TensorKind::Bias});
+  v.push_back({&L::gate_exps, "ffn_gate_exps.weight", {E, F, N}, TensorKind::Experts});
+  v.push_back({&L::up_exps, "ffn_up_exps.weight", {E, F, N}, TensorKind::Experts});
+  v.push_back({&L::down_exps, "ffn_down_exps.weight", {F, E, N}, TensorKind::Experts});
+  if (s.shared == SharedExpert::Gated)
+    v.push_back({&L::shexp_gate, "ffn_gate_inp_shexp.weight", {E}, TensorKind::SharedGate});
+  if (s.shared != SharedExpert::None) {
+    v.push_back({&L::gate_shexp, "ffn_gate_shexp.weight", {E, S}, TensorKind::Matrix});
+    v.push_back({&L::up_shexp, "ffn_up_shexp.weight", {E, S}, TensorKind::Matrix});
+    v.push_back({&L::down_shexp, "ffn_down_shexp.weight", {S, E}, TensorKind::Matrix});
+  }
+  return v;
+}
+
+}  // namespace vkmoe
