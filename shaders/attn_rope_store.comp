@@ -21,8 +21,10 @@ layout(std430, binding = 6) writeonly buffer VC { float v_cache[]; };
 #endif
 layout(push_constant) uniform P {
   uint q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
-  float theta, eps;
+  float eps;
   uint kv_row, kv_scale_off;  // KV_Q8: uints per cache position, first scale uint of a row
+  uint n_rot;                 // rotated dims (even, <= head_dim)
+  float freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;  // cpu/rope.h RopeParams / RopeConsts
 } p;
 #include "reduce.glsl"
 shared float h_sh[256];  // head_dim <= 256
@@ -36,6 +38,31 @@ uint pack_q8(vec4 x, float id) {
   return uint(q.x & 255) | uint(q.y & 255) << 8 | uint(q.z & 255) << 16 | uint(q.w & 255) << 24;
 }
 #endif
+
+// ggml's rope_yarn angle of pair i: pos * theta_scale^i as i successive
+// products, then the YaRN mix with the extrapolated angle.
+float angle(float pos, uint i) {
+  precise float te = pos;
+  for (uint j = 0; j < i; ++j) te *= p.theta_scale;
+  precise float th = p.freq_scale * te;
+  if (p.ext_factor != 0.0) {
+    precise const float y = (float(i) - p.corr0) / max(0.001, p.corr1 - p.corr0);
+    precise const float mix = (1.0 - min(1.0, max(0.0, y))) * p.ext_factor;
+    th = th * (1.0 - mix) + te * mix;
+  }
+  return th;
+}
+
+// cos and sin of x, reduced to [-pi, pi] first (where GPU sin/cos are
+// specified) by x - n 2 pi with 2 pi in three parts, the first two of 8 bits:
+// exact products for |n| < 2^16 (|x| < 4e5).
+vec2 cos_sin(float x) {
+  const float n = round(x * 0.15915494309189535);
+  precise float r = x - n * 6.28125;
+  r = r - n * 0.00193023681640625;
+  r = r - n * 5.070363386039389e-06;
+  return vec2(cos(r), sin(r));
+}
 
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x, D = p.head_dim;
@@ -54,28 +81,25 @@ void main() {
     for (uint i = tid; i < D; i += WG) h_sh[i] *= r * (is_q ? qw[i] : kw[i]);
   }
   barrier();
-  // Rotate pairs (a, b) by pos * theta^(-2i/D); angles reduced to [-pi, pi]
-  // first, where GPU sin/cos are specified.
-  const uint half_d = D / 2;
+  // Rotate pairs (a, b) of the first n_rot dims as cpu/rope.cpp's rope():
+  // the same float operations for the angle (`precise`: no contraction).
+  const uint half_r = p.n_rot / 2;
   const float pos = float(p.pos0 + t);
   float r0[2], r1[2];  // D <= 256: at most 2 pairs per invocation
   for (uint n = 0; n < 2; ++n) {
     const uint i = tid + n * WG;
-    if (i >= half_d) break;
-    const float ang = pos * pow(p.theta, -2.0 * float(i) / float(D));
-    const float turns = ang * 0.15915494309189535;
-    const float red = (turns - round(turns)) * 6.283185307179586;
-    const float c = cos(red), s = sin(red);
-    const uint a = p.neox != 0 ? i : 2 * i, b = p.neox != 0 ? i + half_d : 2 * i + 1;
+    if (i >= half_r) break;
+    const vec2 cs = cos_sin(angle(pos, i)) * p.mscale;
+    const uint a = p.neox != 0 ? i : 2 * i, b = p.neox != 0 ? i + half_r : 2 * i + 1;
     const float x0 = h_sh[a], x1 = h_sh[b];
-    r0[n] = x0 * c - x1 * s;
-    r1[n] = x0 * s + x1 * c;
+    r0[n] = x0 * cs.x - x1 * cs.y;
+    r1[n] = x0 * cs.y + x1 * cs.x;
   }
   barrier();
   for (uint n = 0; n < 2; ++n) {
     const uint i = tid + n * WG;
-    if (i >= half_d) break;
-    const uint a = p.neox != 0 ? i : 2 * i, b = p.neox != 0 ? i + half_d : 2 * i + 1;
+    if (i >= half_r) break;
+    const uint a = p.neox != 0 ? i : 2 * i, b = p.neox != 0 ? i + half_r : 2 * i + 1;
     h_sh[a] = r0[n];
     h_sh[b] = r1[n];
   }
@@ -86,7 +110,7 @@ void main() {
   }
   const uint dst = (p.pos0 + t) * p.n_head_kv * D + kvh * D;
 #if KV_F16
-  for (uint i = tid; i < half_d; i += WG) {
+  for (uint i = tid; i < D / 2; i += WG) {
     k_cache[dst / 2 + i] = packHalf2x16(vec2(h_sh[2 * i], h_sh[2 * i + 1]));
     v_cache[dst / 2 + i] = packHalf2x16(vec2(v[src + 2 * i], v[src + 2 * i + 1]));
   }

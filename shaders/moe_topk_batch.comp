@@ -1,9 +1,9 @@
 #version 450
-// Router top-k for a batch of tokens, one workgroup per token: softmax over
-// n_expert logits (NaN read as -inf), the k largest (lower index wins ties)
-// into ids, their probabilities into weights (divided by the sum over all
-// experts, or over the k when normalize). p(l) = exp(l - max), and exactly 1
-// where l == max, so rows of -inf or with +inf still give finite weights.
+// Router top-k for a batch of tokens, one workgroup per token: cpu/moe_route.h's
+// route_topk (softmax / sigmoid / softmax over the selected, selection bias,
+// group-limited selection, renormalization, scale). NaN logits and scores
+// read as -inf; p(l) = exp(l - max), and exactly 1 where l == max, so rows of
+// -inf or with +inf still give finite weights.
 // Thread t owns experts t, t + WG, ... and keeps its best unchosen one; each
 // of the k rounds reduces the owners' bests (subgroup ops when SUBGROUP=1,
 // else a shared-memory tree) and only the winner's owner rescans.
@@ -16,12 +16,20 @@ layout(constant_id = 0) const uint WG = 256;  // power of two, n_expert <= 32 * 
 layout(std430, binding = 0) readonly buffer L { float logits[]; };
 layout(std430, binding = 1) writeonly buffer I { int ids[]; };
 layout(std430, binding = 2) writeonly buffer W { float weights[]; };
-layout(push_constant) uniform P { uint n_expert, k, logit_stride, normalize; } p;
+layout(std430, binding = 3) readonly buffer B { float bias[]; };  // when has_bias
+layout(push_constant) uniform P {
+  uint n_expert, k, logit_stride, normalize, gating, has_bias, n_group, topk_group;  // gating: Gating of moe_route.h
+  float scale;
+} p;
+const uint SOFTMAX = 0, SIGMOID = 1, SOFTMAX_WEIGHT = 2;
 
 const uint NONE = 0xffffffffu;
 #define NEG_INF uintBitsToFloat(0xff800000u)
-shared float lv[1024];  // sanitized logits (n_expert <= 1024); lv[e] is used by e's owner only
-shared float pw[64];    // chosen probabilities (k <= 64)
+shared float lv[1024];  // sanitized logits (n_expert <= 1024)
+shared float sv[1024];  // selection scores; written by e's owner only
+shared float pw[64];    // chosen experts' probs (SoftmaxWeight: logits) (k <= 64)
+shared float gs[64];    // group scores (n_group <= 64)
+shared bool keep[64];
 // Reduction scratch in two halves, alternated between calls so that one
 // barrier per call separates a call's reads from the next call's writes.
 shared float red_v[2 * WG];
@@ -85,6 +93,11 @@ float reduce_float(float v, uint op) {
 }
 
 float prob(float l, float mx) { return l == mx ? 1.0 : exp(l - mx); }
+float no_nan(float x) { return isnan(x) ? NEG_INF : x; }
+// The unbiased prob of logit l (Softmax: unnormalized; SoftmaxWeight: l).
+float gate(float l, float mx) {
+  return p.gating == SOFTMAX ? prob(l, mx) : p.gating == SIGMOID ? 1.0 / (1.0 + exp(-l)) : l;
+}
 
 // This invocation's best expert not in `taken` (bit r: expert t + r*WG).
 void local_best(uint taken, out float bv, out uint bi) {
@@ -92,7 +105,7 @@ void local_best(uint taken, out float bv, out uint bi) {
   bi = NONE;
   uint r = 0;
   for (uint e = gl_LocalInvocationID.x; e < p.n_expert; e += WG, ++r)
-    if ((taken & (1u << r)) == 0u && better(lv[e], e, bv, bi)) { bv = lv[e]; bi = e; }
+    if ((taken & (1u << r)) == 0u && better(sv[e], e, bv, bi)) { bv = sv[e]; bi = e; }
 }
 
 void main() {
@@ -100,21 +113,47 @@ void main() {
   const uint base = tok * p.logit_stride;
   float mx = NEG_INF;
   for (uint e = t; e < p.n_expert; e += WG) {
-    float l = logits[base + e];
-    if ((floatBitsToUint(l) & 0x7fffffffu) > 0x7f800000u) l = NEG_INF;  // NaN
+    const float l = no_nan(logits[base + e]);
     lv[e] = l;
     mx = max(mx, l);
   }
   mx = reduce_float(mx, 1);
   float sum = 0.0;
-  for (uint e = t; e < p.n_expert; e += WG) sum += prob(lv[e], mx);
+  if (p.gating == SOFTMAX)
+    for (uint e = t; e < p.n_expert; e += WG) sum += prob(lv[e], mx);
   sum = reduce_float(sum, 0);
+  // Selection scores: prob + bias, or (no bias nor groups) the logits, in the same order.
+  const bool values = p.has_bias != 0 || p.n_group > 1;
+  for (uint e = t; e < p.n_expert; e += WG) {
+    const float pr = p.gating == SOFTMAX ? prob(lv[e], mx) / sum : gate(lv[e], mx);
+    sv[e] = values ? no_nan(pr + (p.has_bias != 0 ? bias[e] : 0.0)) : lv[e];
+  }
+  if (p.n_group > 1) {  // keep the topk_group groups of the best sums of 2 best scores
+    barrier();
+    const uint per = p.n_expert / p.n_group;
+    if (t < p.n_group) {
+      float b1 = NEG_INF, b2 = NEG_INF;
+      for (uint e = t * per; e < (t + 1) * per; ++e) {
+        const float x = sv[e];
+        if (x > b1) { b2 = b1; b1 = x; } else if (x > b2) b2 = x;
+      }
+      gs[t] = per > 1 ? no_nan(b1 + b2) : b1;
+    }
+    barrier();
+    if (t < p.n_group) {
+      uint rank = 0;
+      for (uint o = 0; o < p.n_group; ++o) rank += better(gs[o], o, gs[t], t) ? 1 : 0;
+      keep[t] = rank < p.topk_group;
+    }
+    barrier();
+    for (uint e = t; e < p.n_expert; e += WG)
+      if (!keep[e / per]) sv[e] = NEG_INF;
+  }
 
   uint taken = 0;
   float bv;
   uint bi;
   local_best(taken, bv, bi);
-  float sel = 0.0;
   for (uint j = 0; j < p.k; ++j) {
     float v = bv;
     uint i = bi;
@@ -123,14 +162,30 @@ void main() {
       taken |= 1u << (i / WG);
       local_best(taken, bv, bi);
     }
-    const float pe = prob(v, mx);
-    sel += pe;
     if (t == 0) {
       ids[tok * p.k + j] = int(i);
-      pw[j] = pe;
+      pw[j] = gate(lv[i], mx);
     }
   }
   barrier();
-  const float denom = p.normalize != 0 ? sel : sum;
-  for (uint j = t; j < p.k; j += WG) weights[tok * p.k + j] = pw[j] / denom;
+  // Weights as route_topk: Softmax divides by the sum over all experts, or
+  // max(sum over the k, clamp * that) when normalize.
+  const float clamp_sum = 6.103515625e-5;
+  float m = NEG_INF, sel = 0.0;
+  if (p.gating == SOFTMAX_WEIGHT)
+    for (uint j = 0; j < p.k; ++j) m = max(m, pw[j]);
+  for (uint j = 0; j < p.k; ++j) sel += p.gating == SOFTMAX_WEIGHT ? prob(pw[j], m) : pw[j];
+  float denom = p.gating == SOFTMAX ? sum : 1.0;
+  if (p.gating == SOFTMAX_WEIGHT && p.normalize != 0) {  // the softmax's own sum, as llama.cpp divides by it
+    float s2 = 0.0;
+    for (uint j = 0; j < p.k; ++j) s2 += prob(pw[j], m) / sel;
+    denom = max(s2, clamp_sum);
+  } else if (p.normalize != 0) {
+    denom = max(sel, clamp_sum * denom);
+  }
+  const float scale = p.scale != 0.0 ? p.scale : 1.0;
+  for (uint j = t; j < p.k; j += WG) {
+    const float w = p.gating == SOFTMAX_WEIGHT ? prob(pw[j], m) / sel : pw[j];
+    weights[tok * p.k + j] = w / denom * scale;
+  }
 }

@@ -5,7 +5,6 @@
 #include <random>
 
 #include "engine/forward/cpu_forward.h"
-#include "cpu/moe_route.h"
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
 #include "tests/test_util.h"
@@ -86,36 +85,6 @@ TEST(ForwardCpu, ContextOverflowIsAnError) {
   f.eval({1, 2, 3});
   EXPECT_THROW(f.eval({4, 5}), Error);
   EXPECT_THROW(f.eval({m->config().n_vocab}), Error);
-}
-
-TEST(MoeRoute, TopKMatchesBruteForce) {
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> nd(0, 2);
-  for (int iter = 0; iter < 200; ++iter) {
-    const int n = 4 + rng() % 60, k = 1 + rng() % std::min(n, 8);
-    std::vector<float> l(n);
-    for (auto& v : l) v = nd(rng);
-    if (iter % 10 == 0) l[1] = l[0];  // ties: lower index first
-    for (bool norm : {false, true}) {
-      std::vector<int> ids(k);
-      std::vector<float> w(k);
-      route_topk(l.data(), n, k, norm, ids.data(), w.data());
-      double z = 0;
-      for (float v : l) z += std::exp(double(v));
-      std::vector<bool> used(n);
-      double sel = 0;
-      for (int j = 0; j < k; ++j) {
-        int best = -1;
-        for (int e = 0; e < n; ++e)
-          if (!used[e] && (best < 0 || l[e] > l[best])) best = e;
-        used[best] = true;
-        ASSERT_EQ(ids[j], best);
-        sel += std::exp(double(l[best]));
-      }
-      for (int j = 0; j < k; ++j)
-        EXPECT_NEAR(w[j], std::exp(double(l[ids[j]])) / (norm ? sel : z), 1e-5);
-    }
-  }
 }
 
 TEST(ModelLoad, ErrorsAreClear) {

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cpu/quant.h"
+#include "cpu/rope.h"
 #include "engine/vulkan/vk_attention.h"
 
 #include "tests/vk_test_env.h"
@@ -289,9 +290,10 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
           a.head_dim = D;
           a.n_head = NH;
           a.n_head_kv = NKV;
-          a.neox = neox;
+          a.rope.n_rot = int(D);
+          a.rope.neox = neox;
+          a.rope.theta = theta;
           a.norm = norm;
-          a.theta = theta;
           a.eps = eps;
           a.kv_type = kt;
           e.record([&](Recorder& r) { record_rope_store(r, a); });
@@ -374,4 +376,90 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
             ASSERT_LE(std::fabs(got_k[i] - want_k[i]), amax / 127 + 4e-3 * range) << "k value " << i;
           }
         }
+}
+
+// rope_store with partial rotary, NeoX / adjacent pairs, linear scaling and
+// YaRN at positions up to 1e5 against cpu/rope.h's rope of the same inputs
+// (no norm, f32 cache). Both form the same float angles, so what differs is
+// the GPU's argument reduction and sin/cos: within 4e-6 of the head's range
+// (lavapipe: 3e-7).
+TEST(ShaderAttention, RopeStoreMatchesCpuRope) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t NH = 2, NKV = 1, n_tokens = 3;
+  int iter = 0;
+  for (uint32_t D : {64u, 128u, 256u})
+    for (uint32_t n_rot : {D, D / 2 + D / 4})  // full and partial rotary
+      for (bool neox : {false, true})
+        for (int scaling : {0, 1, 2}) {  // none, linear (with attn_factor), YaRN
+          RopeParams rp;
+          rp.n_rot = int(n_rot);
+          rp.neox = neox;
+          rp.theta = iter % 2 ? 1e6f : 1e4f;
+          if (scaling == 1) rp.freq_scale = 0.5f, rp.attn_factor = 0.8f;
+          if (scaling == 2) rp.freq_scale = 0.25f, rp.ext_factor = 1.f, rp.n_ctx_orig = 4096;
+          uint32_t pos0 = std::array<uint32_t, 6>{0, 1000, 4093, 32768, 65531, 99990}[(iter + iter / 6) % 6];
+          if (D == 256) pos0 = std::min(pos0, 4093u);  // keeps the caches small
+          ++iter;
+          SCOPED_TRACE("D=" + std::to_string(D) + " n_rot " + std::to_string(n_rot) + (neox ? " neox" : "") +
+                       " scaling " + std::to_string(scaling) + " theta " + std::to_string(rp.theta) + " pos0 " +
+                       std::to_string(pos0));
+          const uint32_t Q = NH * D, KV = NKV * D;
+          auto q = e.randn(n_tokens * Q, 2.f), k = e.randn(n_tokens * KV, 2.f), v = e.randn(n_tokens * KV);
+          Buffer bq = e.buf(q), bk = e.buf(k), bv = e.buf(v);
+          const uint64_t cache_bytes = kv_cache_bytes(KvType::F32, pos0 + n_tokens, D, NKV);
+          Buffer bkc = e.ctx->create_buffer(cache_bytes, MemoryKind::Upload, "test"),
+                 bvc = e.ctx->create_buffer(cache_bytes, MemoryKind::Upload, "test");
+          RopeStoreArgs a;
+          a.q = bq;
+          a.k = bk;
+          a.v = bv;
+          a.q_norm = a.k_norm = bq;
+          a.k_cache = bkc;
+          a.v_cache = bvc;
+          a.q_stride = Q;
+          a.kv_stride = KV;
+          a.n_tokens = n_tokens;
+          a.pos0 = pos0;
+          a.head_dim = D;
+          a.n_head = NH;
+          a.n_head_kv = NKV;
+          a.rope = rp;
+          a.kv_type = KvType::F32;
+          e.record([&](Recorder& r) { record_rope_store(r, a); });
+          const auto got_q = e.read<float>(bq, q.size());
+          std::vector<float> got_k(k.size());
+          std::memcpy(got_k.data(), bkc.as<uint8_t>() + uint64_t(pos0) * KV * 4, k.size() * 4);
+          for (uint32_t t = 0; t < n_tokens; ++t)
+            for (uint32_t h = 0; h < NH + NKV; ++h) {
+              const bool is_q = h < NH;
+              const size_t off = is_q ? t * Q + h * D : t * KV + (h - NH) * D;
+              const float* in = is_q ? &q[off] : &k[off];
+              const float* out = is_q ? &got_q[off] : &got_k[off];
+              std::vector<float> want(in, in + D);
+              rope(want.data(), int(D), int(pos0 + t), rp);
+              const std::vector<float> got(out, out + D);
+              ASSERT_LT(rel_err(got, want), 4e-6) << "token " << t << " head " << h;
+              for (uint32_t i = n_rot; i < D; ++i)  // the tail passes through
+                ASSERT_EQ(got[i], in[i]) << "token " << t << " head " << h << " dim " << i;
+            }
+        }
+}
+
+TEST(ShaderAttention, RopeStoreRejectsBadRotaryDims) {
+  Env e;
+  Buffer b = e.buf(std::vector<float>(4096));
+  RopeStoreArgs a;
+  a.q = a.k = a.v = a.q_norm = a.k_norm = a.k_cache = a.v_cache = b;
+  a.q_stride = a.kv_stride = 64;
+  a.n_tokens = a.n_head = a.n_head_kv = 1;
+  a.head_dim = 64;
+  a.kv_type = KvType::F32;
+  Recorder rec(*e.ctx);
+  rec.begin();
+  for (int n_rot : {-2, 63, 66}) {
+    a.rope.n_rot = n_rot;
+    EXPECT_THROW(record_rope_store(rec, a), Error) << "n_rot " << n_rot;
+  }
+  rec.discard();
 }

@@ -40,31 +40,42 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // Mirror of the shader's push constants, to run its shared-memory variant
 // (and chosen workgroup sizes) directly; record_moe_topk picks subgroups on lavapipe.
-struct TopkPush { uint32_t n_expert, k, logit_stride, normalize; };
+struct TopkPush {
+  uint32_t n_expert, k, logit_stride, normalize, gating, has_bias, n_group, topk_group;
+  float scale;
+};
+TopkPush topk_push(uint32_t n_expert, uint32_t k, uint32_t stride, const RouterParams& p, bool bias) {
+  return {n_expert, k, stride, p.normalize, uint32_t(p.gating), bias, uint32_t(p.n_group), uint32_t(p.topk_group),
+          p.scale};
+}
 
-// The documented top-k of one row: NaN read as -inf, ids as route_topk, and
-// p = exp(l - max), exactly 1 where l == max (finite weights for -inf/+inf rows).
-void reference_topk(const float* row, uint32_t n_expert, uint32_t k, bool normalize, int* ids, float* w) {
-  std::vector<float> l(row, row + n_expert);
-  bool finite = true;
-  for (float& x : l) {
-    if (std::isnan(x)) x = -kInf;
-    finite = finite && std::isfinite(x);
+// The top-k kernel as record_moe_topk (shader "") or the named shader at workgroup wg.
+struct Variant {
+  const char* shader;
+  uint32_t wg;
+};
+std::vector<Variant> topk_variants(Env& e) {
+  std::vector<Variant> v = {{"", 0}, {"moe_topk_batch", 64}, {"moe_topk_batch", 256}};
+  if (e.ctx->info().subgroup_arithmetic) v.push_back({"moe_topk_batch_sg", 256});
+  return v;
+}
+void run_topk(Env& e, const Variant& v, const MoeTopkArgs& a) {
+  Recorder rec(*e.ctx);
+  rec.begin();
+  if (!*v.shader) {
+    record_moe_topk(rec, a);
+  } else {
+    const bool bias = a.bias.buffer != VK_NULL_HANDLE;
+    const Pipeline& p = e.ctx->pipeline(v.shader, 4, sizeof(TopkPush), {v.wg});
+    rec.dispatch(p, {a.logits, a.ids, a.weights, bias ? a.bias : a.logits},
+                 topk_push(a.n_expert, a.k, a.logit_stride, a.router, bias), a.n_tokens);
   }
-  route_topk(l.data(), int(n_expert), int(k), normalize, ids, w);
-  if (finite) return;
-  const float mx = *std::max_element(l.begin(), l.end());
-  auto p = [&](float x) { return x == mx ? 1.0 : std::exp(double(x) - mx); };
-  double sum = 0, sel = 0;
-  for (float x : l) sum += p(x);
-  for (uint32_t j = 0; j < k; ++j) sel += p(l[ids[j]]);
-  for (uint32_t j = 0; j < k; ++j) w[j] = float(p(l[ids[j]]) / (normalize ? sel : sum));
+  rec.submit().wait();
 }
 
 TEST(ShaderMoe, TopkBatchMatchesRouteTopk) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  const bool sg = e.ctx->info().subgroup_arithmetic;
   for (uint32_t n_expert : {8u, 64u, 128u, 256u, 1024u})
     for (uint32_t k : {1u, 2u, 8u})
       for (uint32_t norm : {0u, 1u}) {
@@ -83,30 +94,20 @@ TEST(ShaderMoe, TopkBatchMatchesRouteTopk) {
         r[5 * stride + n_expert - 1] = r[5 * stride + n_expert / 2] = kInf;
         for (uint32_t t = 6; t < n_tokens; t += 5) r[t * stride + n_expert - 1] = r[t * stride];  // random ties
 
+        // route_topk reads NaN as -inf and p = exp(l - max) as exactly 1 where l == max.
         std::vector<int> want_ids(n_tokens * k);
         std::vector<float> want_w(n_tokens * k);
+        const RouterParams rp{Gating::Softmax, norm != 0};
         for (uint32_t t = 0; t < n_tokens; ++t)
-          reference_topk(&l[t * stride], n_expert, k, norm != 0, &want_ids[t * k], &want_w[t * k]);
+          route_topk(&l[t * stride], nullptr, int(n_expert), int(k), rp, &want_ids[t * k], &want_w[t * k]);
 
-        // variant: "" = record_moe_topk, else the named shader at workgroup wg.
-        struct Variant { const char* shader; uint32_t wg; };
-        std::vector<Variant> variants = {{"", 0}, {"moe_topk_batch", 64}, {"moe_topk_batch", 256}};
-        if (sg) variants.push_back({"moe_topk_batch_sg", 256});
-        for (const Variant& v : variants) {
+        for (const Variant& v : topk_variants(e)) {
           SCOPED_TRACE(std::string("variant ") + (*v.shader ? v.shader : "record_moe_topk") + " wg " +
                        std::to_string(v.wg) + " n_expert " + std::to_string(n_expert) + " k " + std::to_string(k) +
                        " normalize " + std::to_string(norm));
           Buffer bl = e.buf(l), bi = e.buf(std::vector<int32_t>(n_tokens * k, -7)),
                  bw = e.buf(std::vector<float>(n_tokens * k, kNaN));
-          Recorder rec(*e.ctx);
-          rec.begin();
-          if (!*v.shader) {
-            record_moe_topk(rec, MoeTopkArgs{bl, bi, bw, n_tokens, n_expert, k, stride, norm != 0});
-          } else {
-            const Pipeline& p = e.ctx->pipeline(v.shader, 3, sizeof(TopkPush), {v.wg});
-            rec.dispatch(p, {bl, bi, bw}, TopkPush{n_expert, k, stride, norm}, n_tokens);
-          }
-          rec.submit().wait();
+          run_topk(e, v, MoeTopkArgs{bl, bi, bw, n_tokens, n_expert, k, stride, rp});
           const auto ids = e.read<int32_t>(bi, n_tokens * k);
           const auto w = e.read<float>(bw, n_tokens * k);
           for (uint32_t q = 0; q < n_tokens * k; ++q) {
@@ -119,14 +120,118 @@ TEST(ShaderMoe, TopkBatchMatchesRouteTopk) {
       }
 }
 
+// The smallest relative gap, in double, at a decision route_topk makes on one
+// row: the topk_group-th against the next group score, the k-th against the
+// next eligible expert score. The GPU's float scores (its exp and division)
+// may order a pair closer than float rounding differently, so such rows are
+// drawn again.
+double decision_gap(const float* l, const float* bias, uint32_t n, uint32_t k, const RouterParams& p) {
+  const double mx = *std::max_element(l, l + n);
+  double z = 0;
+  for (uint32_t e = 0; e < n; ++e) z += std::exp(l[e] - mx);
+  std::vector<double> s(n);
+  for (uint32_t e = 0; e < n; ++e) {
+    const double pr = p.gating == Gating::Softmax ? std::exp(l[e] - mx) / z
+                      : p.gating == Gating::Sigmoid ? 1 / (1 + std::exp(-double(l[e]))) : l[e];
+    s[e] = bias || p.n_group > 1 ? pr + (bias ? bias[e] : 0) : l[e];
+  }
+  auto gap_after = [](std::vector<double> v, size_t m) {  // between the m-th and (m+1)-th largest
+    std::sort(v.rbegin(), v.rend());
+    return m < v.size() ? (v[m - 1] - v[m]) / (std::fabs(v[m - 1]) + std::fabs(v[m])) : kInf;
+  };
+  double gap = kInf;
+  if (p.n_group > 1) {
+    const uint32_t per = n / p.n_group;
+    std::vector<double> gs(p.n_group);
+    for (int g = 0; g < p.n_group; ++g) {
+      std::vector<double> v(s.begin() + g * per, s.begin() + (g + 1) * per);
+      std::sort(v.rbegin(), v.rend());
+      gs[g] = v[0] + v[1];
+    }
+    gap = gap_after(gs, p.topk_group);
+    std::vector<double> sorted = gs;
+    std::sort(sorted.rbegin(), sorted.rend());
+    std::vector<double> kept;
+    for (uint32_t e = 0; e < n; ++e)
+      if (gs[e / per] >= sorted[p.topk_group - 1]) kept.push_back(s[e]);
+    s = kept;
+  }
+  return std::min(gap, gap_after(s, k));
+}
+
+// Every gating x bias x groups x normalize (random scale), against route_topk
+// on fresh random rows: the same ids, weights within 1e-5 relative. Row 0 of
+// the batch is all NaN and row 1 all -inf but two +inf (exact ties).
+TEST(ShaderMoe, TopkRouterVariantsMatchRouteTopk) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  std::uniform_real_distribution<float> scale_dist(0.5f, 3.f);
+  for (uint32_t n_expert : {64u, 256u})
+    for (Gating gating : {Gating::Softmax, Gating::Sigmoid, Gating::SoftmaxWeight})
+      for (bool has_bias : {false, true})
+        for (bool groups : {false, true})
+          for (bool norm : {false, true})
+            for (uint32_t n_tokens : {1u, 37u}) {
+              const uint32_t k = n_expert == 256 ? 8 : 6, stride = n_expert + 3;
+              RouterParams rp{gating, norm, scale_dist(e.rng)};
+              if (groups) rp.n_group = n_expert == 256 ? 8 : 4, rp.topk_group = n_expert == 256 ? 4 : 2;
+              const std::vector<float> bias = has_bias ? e.randn(n_expert, 0.5f) : std::vector<float>{};
+              const float* b = has_bias ? bias.data() : nullptr;
+              std::vector<float> l(size_t(n_tokens) * stride);
+              for (uint32_t t = 0; t < n_tokens; ++t) {
+                float* r = &l[t * stride];
+                do {
+                  const auto row = e.randn(n_expert, 2.f);
+                  std::copy(row.begin(), row.end(), r);
+                } while (decision_gap(r, b, n_expert, k, rp) < 1e-5);
+              }
+              if (n_tokens > 2) {
+                std::fill_n(&l[0], n_expert, kNaN);
+                std::fill_n(&l[stride], n_expert, -kInf);
+                l[stride + 5] = l[stride + n_expert - 1] = kInf;
+              }
+              std::vector<int> want_ids(n_tokens * k);
+              std::vector<float> want_w(n_tokens * k);
+              for (uint32_t t = 0; t < n_tokens; ++t)
+                route_topk(&l[t * stride], b, int(n_expert), int(k), rp, &want_ids[t * k], &want_w[t * k]);
+              for (const Variant& v : topk_variants(e)) {
+                SCOPED_TRACE(std::string("variant ") + (*v.shader ? v.shader : "record_moe_topk") + " wg " +
+                             std::to_string(v.wg) + " n_expert " + std::to_string(n_expert) + " gating " +
+                             std::to_string(int(gating)) + (has_bias ? " bias" : "") + (groups ? " groups" : "") +
+                             (norm ? " normalize" : "") + " scale " + std::to_string(rp.scale) + " tokens " +
+                             std::to_string(n_tokens));
+                Buffer bl = e.buf(l), bi = e.buf(std::vector<int32_t>(n_tokens * k, -7)),
+                       bw = e.buf(std::vector<float>(n_tokens * k, kNaN)), bb = e.buf(has_bias ? bias : l);
+                MoeTopkArgs a{bl, bi, bw, n_tokens, n_expert, k, stride, rp};
+                if (has_bias) a.bias = bb;
+                run_topk(e, v, a);
+                const auto ids = e.read<int32_t>(bi, n_tokens * k);
+                const auto w = e.read<float>(bw, n_tokens * k);
+                for (uint32_t q = 0; q < n_tokens * k; ++q) {
+                  ASSERT_EQ(ids[q], want_ids[q]) << "token " << q / k << " rank " << q % k;
+                  ASSERT_NEAR(w[q], want_w[q], 1e-5 * std::fabs(want_w[q])) << "token " << q / k << " rank " << q % k;
+                }
+              }
+            }
+}
+
 TEST(ShaderMoe, TopkRejectsUnsupportedShapes) {
   Env e;
   Buffer b = e.buf(std::vector<float>(4096));
   Recorder rec(*e.ctx);
   rec.begin();
-  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 8, 9, 8, false}), Error);      // k > n_expert
-  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 2048, 8, 2048, false}), Error);  // n_expert > 1024
-  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 128, 65, 128, false}), Error);   // k > 64
+  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 8, 9, 8}), Error);      // k > n_expert
+  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 2048, 8, 2048}), Error);  // n_expert > 1024
+  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 128, 65, 128}), Error);   // k > 64
+  RouterParams g;
+  g.n_group = 3;  // does not divide 128
+  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 128, 8, 128, g}), Error);
+  g.n_group = 8;
+  g.topk_group = 9;
+  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 128, 8, 128, g}), Error);
+  g.n_group = 128;  // > 64
+  g.topk_group = 1;
+  EXPECT_THROW(record_moe_topk(rec, MoeTopkArgs{b, b, b, 1, 128, 8, 128, g}), Error);
   rec.discard();
 }
 
@@ -306,7 +411,7 @@ TEST(ShaderMoe, TopkGroupCombineChainMatchesCpu) {
          bt = e.buf(std::vector<uint32_t>(L.words, 0xdeadbeefu));
   Recorder rec(*e.ctx);
   rec.begin();
-  record_moe_topk(rec, MoeTopkArgs{bl, bi, bw, n_tokens, n_expert, k, n_expert, true});
+  record_moe_topk(rec, MoeTopkArgs{bl, bi, bw, n_tokens, n_expert, k, n_expert, RouterParams{Gating::Softmax, true}});
   rec.barrier();
   record_moe_group(rec, MoeGroupArgs{bi, bt, L, n_expert});
   rec.submit().wait();
@@ -328,7 +433,8 @@ TEST(ShaderMoe, TopkGroupCombineChainMatchesCpu) {
   std::vector<int> rid(k);
   std::vector<float> rw(k);
   for (uint32_t t = 0; t < n_tokens; ++t) {
-    route_topk(&logits[t * n_expert], int(n_expert), int(k), true, rid.data(), rw.data());
+    route_topk(&logits[t * n_expert], nullptr, int(n_expert), int(k), RouterParams{Gating::Softmax, true}, rid.data(),
+               rw.data());
     for (uint32_t i = 0; i < n; ++i) {
       double want = x[t * n + i];
       for (uint32_t j = 0; j < k; ++j) want += double(rw[j]) * expert_out(t, rid[j], i);

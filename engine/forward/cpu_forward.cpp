@@ -5,6 +5,7 @@
 
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
+#include "cpu/rope.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
 #include "engine/forward/non_finite.h"
@@ -23,19 +24,6 @@ void rms_norm(const float* x, const float* w, float* y, int n, float eps) {
   for (int i = 0; i < n; ++i) ss += double(x[i]) * x[i];
   float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.f);
-}
-
-void rope(float* v, int head_dim, int pos, float theta, bool neox) {
-  const int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    float freq = std::pow(theta, -2.0f * i / head_dim);
-    float ang = pos * freq;
-    float c = std::cos(ang), s = std::sin(ang);
-    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-    float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x0 * s + x1 * c;
-  }
 }
 
 CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_threads)
@@ -86,7 +74,8 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   Route& r = routes_[il];
   r.experts.resize(K);
   r.weights.resize(K);
-  route_topk(logits.data(), c_.n_expert, K, c_.norm_topk_prob, r.experts.data(), r.weights.data());
+  const RouterParams rp{Gating::Softmax, c_.norm_topk_prob};
+  route_topk(logits.data(), nullptr, c_.n_expert, K, rp, r.experts.data(), r.weights.data());
   std::fill(out, out + E, 0.f);
   std::vector<float> y(E);
   for (int j = 0; j < K; ++j) {
@@ -121,6 +110,10 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
     throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
   const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const int group = c_.n_head / c_.n_head_kv;
+  RopeParams rp;
+  rp.n_rot = D;
+  rp.neox = c_.rope_neox;
+  rp.theta = c_.rope_theta;
   routes_.assign(c_.n_layer, {});
 
   std::vector<float> x(size_t(T) * E);
@@ -158,8 +151,8 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
           rms_norm(kt, lf.k_norm.data(), kt, KV, c_.norm_eps);
         }
       }
-      for (int h = 0; h < c_.n_head; ++h) rope(qt + h * D, D, p, c_.rope_theta, c_.rope_neox);
-      for (int h = 0; h < c_.n_head_kv; ++h) rope(kt + h * D, D, p, c_.rope_theta, c_.rope_neox);
+      for (int h = 0; h < c_.n_head; ++h) rope(qt + h * D, D, p, rp);
+      for (int h = 0; h < c_.n_head_kv; ++h) rope(kt + h * D, D, p, rp);
     }
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     for (int t = 0; t < T; ++t) {

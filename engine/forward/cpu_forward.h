@@ -63,7 +63,5 @@ class CpuForward {
 // Dequantizes a whole (small) tensor to floats.
 std::vector<float> to_f32(const Weight& w);
 void rms_norm(const float* x, const float* w, float* y, int n, float eps);
-// Rotates one head of `head_dim` values in place for position pos.
-void rope(float* v, int head_dim, int pos, float theta, bool neox);
 
 }  // namespace vkmoe

@@ -14,8 +14,11 @@ constexpr uint32_t kTargetWorkgroups = 256;  // split until a dispatch has about
 
 struct RopeStorePush {
   uint32_t q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
-  float theta, eps;
+  float eps;
   uint32_t kv_row, kv_scale_off;  // Q8_0: uints per cache position, first scale uint of a row
+  uint32_t n_rot;
+  float freq_scale, ext_factor;
+  RopeConsts rc;  // theta_scale, mscale, corr0, corr1
 };
 struct FlashPush {
   uint32_t q_stride4, o_stride4, n_rows, group, pos0, n_head, kv_row_lu, kv_len, n_split, ml_off;
@@ -135,9 +138,13 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
   Context& ctx = rec.context();
   if (a.n_tokens > ctx.info().max_workgroup_count[1])
     throw Error("internal error: rope/store with too many tokens in one dispatch");
+  const RopeParams& rp = a.rope;
+  if (rp.n_rot < 0 || rp.n_rot % 2 != 0 || uint32_t(rp.n_rot) > a.head_dim)
+    throw Error("internal error: rope/store n_rot " + std::to_string(rp.n_rot) + " is not even and <= head_dim");
   const RopeStorePush push{a.q_stride, a.kv_stride, a.pos0, a.head_dim, a.n_head, a.n_head_kv,
-                           a.neox ? 1u : 0u, a.norm ? 1u : 0u, a.theta, a.eps,
-                           q8_row_uints(a.head_dim, a.n_head_kv), q8_scale_off(a.head_dim, a.n_head_kv)};
+                           rp.neox ? 1u : 0u, a.norm ? 1u : 0u, a.eps,
+                           q8_row_uints(a.head_dim, a.n_head_kv), q8_scale_off(a.head_dim, a.n_head_kv),
+                           uint32_t(rp.n_rot), rp.freq_scale, rp.ext_factor, rope_consts(rp)};
   const Pipeline& p = ctx.pipeline(std::string("attn_rope_store_") + kv_type_name(a.kv_type), 7, sizeof push);
   // Without norm the weight bindings are unused: bind q in their place.
   rec.dispatch(p, {a.q, a.k, a.v, a.norm ? a.q_norm : a.q, a.norm ? a.k_norm : a.q, a.k_cache, a.v_cache}, push,

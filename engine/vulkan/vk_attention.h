@@ -7,6 +7,7 @@
 // packed low half first), padded to 16 bytes; value = q * scale.
 #include <cstdint>
 
+#include "cpu/rope.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe::vk {
@@ -18,15 +19,17 @@ uint64_t kv_cache_bytes(KvType t, uint32_t n_positions, uint32_t head_dim, uint3
 
 // For each token t (position pos0 + t): optionally RMS-normalizes every q and k
 // head with q_norm / k_norm weights (f32, head_dim values, eps), applies rotary
-// embedding (NeoX half-split or adjacent pairs, base theta) to q in place and
-// to k, and stores the rotated k and the unchanged v into the caches at
-// position pos0 + t (converted to the cache type).
+// embedding (cpu/rope.h's rope: partial rotary, NeoX or adjacent pairs, YaRN;
+// the same float angles, reduced exactly below 4e5 rad) to q in place and to
+// k, and stores the rotated k and the unchanged v into the caches at position
+// pos0 + t (converted to the cache type).
 struct RopeStoreArgs {
   BufferRange q, k, v, q_norm, k_norm, k_cache, v_cache;
   uint32_t q_stride = 0, kv_stride = 0;  // floats between tokens in q / k,v
   uint32_t n_tokens = 0, pos0 = 0, head_dim = 0, n_head = 0, n_head_kv = 0;
-  bool neox = false, norm = false;
-  float theta = 10000.f, eps = 1e-6f;
+  RopeParams rope;  // n_rot even, <= head_dim
+  bool norm = false;
+  float eps = 1e-6f;
   KvType kv_type = KvType::F16;
 };
 void record_rope_store(Recorder& rec, const RopeStoreArgs& a);

@@ -8,7 +8,8 @@ namespace {
 
 // Push-constant blocks (must match shaders/moe_*.comp).
 struct TopkPush {
-  uint32_t n_expert, k, logit_stride, normalize;
+  uint32_t n_expert, k, logit_stride, normalize, gating, has_bias, n_group, topk_group;
+  float scale;
 };
 struct GroupPush {
   MoeTableLayout layout;
@@ -20,7 +21,7 @@ struct CombinePush {
 };
 static_assert(sizeof(MoeTableLayout) == 32, "MoeTableLayout must mirror MoeLayout in shaders/moe_table.glsl");
 
-constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kGroupWorkgroup = 256, kCombineWorkgroup = 256;
+constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kMaxGroups = 64, kGroupWorkgroup = 256, kCombineWorkgroup = 256;
 
 void check_range(const char* kernel, const char* what, const BufferRange& b, uint64_t bytes) {
   if (b.buffer == VK_NULL_HANDLE)
@@ -53,6 +54,13 @@ void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
     throw Error("moe_topk: unsupported n_expert " + std::to_string(a.n_expert) + " / k " + std::to_string(a.k) +
                 " (need 1 <= k <= min(n_expert, 64), n_expert <= 1024)");
   if (a.logit_stride < a.n_expert) throw Error("internal error: moe_topk logit_stride < n_expert");
+  const RouterParams& rp = a.router;
+  if (rp.n_group < 1 || uint32_t(rp.n_group) > kMaxGroups || a.n_expert % rp.n_group != 0 || rp.topk_group < 1 ||
+      rp.topk_group > rp.n_group)
+    throw Error("moe_topk: unsupported expert groups " + std::to_string(rp.n_group) + " / " +
+                std::to_string(rp.topk_group) + " (need n_group <= 64 dividing n_expert, 1 <= topk_group <= n_group)");
+  const bool has_bias = a.bias.buffer != VK_NULL_HANDLE;
+  if (has_bias) check_range("moe_topk", "bias", a.bias, uint64_t(a.n_expert) * 4);
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
   if (a.n_tokens > dev.max_workgroup_count[0]) throw Error("internal error: moe_topk with too many tokens");
@@ -67,9 +75,11 @@ void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
   uint32_t wg = std::clamp<uint32_t>(pow2_ceil(a.n_expert), 64, 256);
   if (subgroup) wg = std::max(wg, sg);
   if (wg > dev.max_workgroup_invocations) throw Error("internal error: moe_topk workgroup too large for the device");
-  const TopkPush push{a.n_expert, a.k, a.logit_stride, a.normalize ? 1u : 0u};
-  const Pipeline& p = ctx.pipeline(subgroup ? "moe_topk_batch_sg" : "moe_topk_batch", 3, sizeof(TopkPush), {wg});
-  rec.dispatch(p, {a.logits, a.ids, a.weights}, push, a.n_tokens);
+  const TopkPush push{a.n_expert, a.k, a.logit_stride, rp.normalize ? 1u : 0u, uint32_t(rp.gating), has_bias ? 1u : 0u,
+                      uint32_t(rp.n_group), uint32_t(rp.topk_group), rp.scale};
+  const Pipeline& p = ctx.pipeline(subgroup ? "moe_topk_batch_sg" : "moe_topk_batch", 4, sizeof(TopkPush), {wg});
+  // Without bias its binding is unused: bind the logits in its place.
+  rec.dispatch(p, {a.logits, a.ids, a.weights, has_bias ? a.bias : a.logits}, push, a.n_tokens);
 }
 
 void record_moe_group(Recorder& rec, const MoeGroupArgs& a) {

@@ -5,19 +5,23 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/moe_route.h"
 #include "engine/vulkan/moe_table.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe::vk {
 
-// For each token t < n_tokens: softmax over logits[t*logit_stride + e] (e <
-// n_expert), the k largest (lower index wins ties) into ids[t*k + j] (int32)
-// and their probabilities into weights[t*k + j] (renormalized over the k when
-// normalize). Non-finite logits never select an out-of-range id.
+// For each token t < n_tokens: cpu/moe_route.h's route_topk of logits[t *
+// logit_stride + e] (e < n_expert) with the selection bias (n_expert floats;
+// an empty range: none): ids[t*k + j] (int32) and weights[t*k + j]. The same
+// ids except where float rounding ties two selection scores (the GPU's exp and
+// division), weights within 1e-5 relative. Non-finite logits never select an
+// out-of-range id.
 struct MoeTopkArgs {
   BufferRange logits, ids, weights;
   uint32_t n_tokens = 0, n_expert = 0, k = 0, logit_stride = 0;
-  bool normalize = false;
+  RouterParams router;  // n_group <= 64
+  BufferRange bias;
 };
 void record_moe_topk(Recorder& rec, const MoeTopkArgs& a);
 
