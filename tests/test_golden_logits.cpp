@@ -121,11 +121,14 @@ LoadedCase load_case(const GoldenCase& c) {
   return l;
 }
 
-// The bounds every backend must meet against llama.cpp.
-void expect_agreement(const Agreement& a, int n_tok) {
-  EXPECT_LT(a.rel_l2, 2.5e-2);
-  EXPECT_LT(a.max_abs, 3e-2);
-  EXPECT_GE(a.top1_same, n_tok - 1);
+// The bounds every backend must meet against llama.cpp: quantized weights
+// (llama.cpp also quantizes the activations), or F32 weights, where only its
+// f16 KV cache differs (measured rel L2 3e-4 .. 5e-4 on the glm4moe cases).
+void expect_agreement(const Agreement& a, int n_tok, const GoldenCase& c) {
+  const bool f32 = c.spec.find("quant=F32") != std::string::npos;
+  EXPECT_LT(a.rel_l2, f32 ? 2e-3 : 2.5e-2);
+  EXPECT_LT(a.max_abs, f32 ? 3e-3 : 3e-2);
+  EXPECT_GE(a.top1_same, f32 ? n_tok : n_tok - 1);
 }
 
 }  // namespace
@@ -148,7 +151,7 @@ TEST(GoldenLogits, MatchLlamaCppOnEveryType) {
       const Agreement a = compare(got, l.gold, static_cast<int>(tokens.size()), l.n_vocab);
       std::printf("%-11s %s rel_l2 %.5f max_abs %.5f top1 %d/%zu\n", c.name.c_str(),
                   k == CpuForward::Kernels::Scalar ? "ref" : "cpu", a.rel_l2, a.max_abs, a.top1_same, tokens.size());
-      expect_agreement(a, static_cast<int>(tokens.size()));
+      expect_agreement(a, static_cast<int>(tokens.size()), c);
     }
   }
 }
@@ -184,8 +187,8 @@ TEST(GoldenLogits, GpuMatchesLlamaCpp) {
     const Agreement b = compare(last, gold_last, 1, n_vocab);
     std::printf("%-11s gpu rel_l2 %.5f max_abs %.5f top1 %d/%d; batched last rel_l2 %.5f max_abs %.5f\n",
                 c.name.c_str(), a.rel_l2, a.max_abs, a.top1_same, n_tok, b.rel_l2, b.max_abs);
-    expect_agreement(a, n_tok);
-    expect_agreement(b, 1);
+    expect_agreement(a, n_tok, c);
+    expect_agreement(b, 1, c);
   }
 }
 

@@ -30,8 +30,7 @@ SynthSpec builtin_spec() {
 }
 
 SynthSpec spec_from_args(const Args& a, SynthSpec base) {
-  if (a.get("preset") == "qwen3-30b-a3b") base = SynthSpec::qwen3_30b_a3b();
-  else if (a.has("preset")) throw Error("unknown preset '" + a.get("preset") + "' (qwen3-30b-a3b)");
+  if (a.has("preset")) base = SynthSpec::preset(a.get("preset"));
   apply_synth_overrides(base, a.get("set"));
   return base;
 }

@@ -33,6 +33,32 @@ SynthSpec SynthSpec::qwen3_30b_a3b() {
   return s;
 }
 
+SynthSpec SynthSpec::preset(const std::string& name) {
+  if (name == "qwen3-30b-a3b") return qwen3_30b_a3b();
+  SynthSpec s;
+  s.fast = true;
+  s.quant = "Q4_K_M";
+  if (name == "glm-4.5-air") {  // 46 layers (the file's next-token-prediction layer left out)
+    s.arch = "glm4moe";
+    s.n_layer = 46;
+    s.n_embd = 4096;
+    s.n_head = 96;
+    s.n_head_kv = 8;
+    s.head_dim = 128;
+    s.n_rot = 64;
+    s.n_ff = 10944;
+    s.n_expert = 128;
+    s.n_expert_used = 8;
+    s.n_ff_exp = 1408;
+    s.n_ff_shexp = 1408;
+    s.n_layer_dense_lead = 1;
+    s.n_vocab = 151552;
+    s.n_ctx = 131072;
+    return s;
+  }
+  throw Error("unknown preset '" + name + "' (qwen3-30b-a3b, glm-4.5-air)");
+}
+
 void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
   std::stringstream ss(overrides);
   std::string item;
@@ -51,6 +77,16 @@ void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
         throw Error("synth option '" + k + "' needs a non-negative integer, got '" + v + "'");
       }
     };
+    auto fnum = [&]() {
+      try {
+        size_t used = 0;
+        const float x = std::stof(v, &used);
+        if (used != v.size() || !(x > 0 && x < 1e6f)) throw 0;
+        return x;
+      } catch (...) {
+        throw Error("synth option '" + k + "' needs a positive number, got '" + v + "'");
+      }
+    };
     if (k == "arch") s.arch = v;
     else if (k == "quant") s.quant = v;
     else if (k == "vec_type") s.vec_type = v;
@@ -64,6 +100,10 @@ void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
     else if (k == "n_expert_used") s.n_expert_used = num();
     else if (k == "n_ff_exp") s.n_ff_exp = num();
     else if (k == "n_ff_shexp") s.n_ff_shexp = num();
+    else if (k == "n_rot") s.n_rot = num();
+    else if (k == "n_layer_dense_lead") s.n_layer_dense_lead = num();
+    else if (k == "qk_norm") s.qk_norm = num() != 0;
+    else if (k == "expert_weights_scale") s.expert_weights_scale = fnum();
     else if (k == "n_vocab") s.n_vocab = num();
     else if (k == "n_ctx") s.n_ctx = num();
     else if (k == "seed") s.seed = num();
@@ -91,7 +131,10 @@ ModelConfig synth_config(const SynthSpec& s) {
   c.n_head = s.n_head;
   c.n_head_kv = s.n_head_kv;
   c.head_dim = s.head_dim;
-  c.n_rot = s.head_dim;
+  c.n_rot = s.n_rot ? s.n_rot : s.head_dim;
+  c.n_layer_dense_lead = s.n_layer_dense_lead;
+  c.qk_norm = s.qk_norm ? QkNorm::PerHead : QkNorm::None;
+  c.router.scale = s.expert_weights_scale;
   c.n_ff = s.n_ff;
   c.n_expert = s.n_expert;
   c.n_expert_used = s.n_expert_used;

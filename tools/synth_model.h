@@ -10,7 +10,7 @@
 namespace vkmoe {
 
 struct SynthSpec {
-  std::string arch = "qwen3moe";  // llama (dense, or Mixtral with n_expert > 0), qwen3, qwen3moe, olmoe, qwen2moe
+  std::string arch = "qwen3moe";  // llama (dense, or Mixtral with n_expert > 0), qwen3, qwen3moe, olmoe, qwen2moe, glm4moe
   int n_layer = 2;
   int n_embd = 256;
   int n_head = 4;
@@ -20,7 +20,11 @@ struct SynthSpec {
   int n_expert = 8;      // ignored for qwen3; 0 makes llama dense
   int n_expert_used = 2;
   int n_ff_exp = 256;
-  int n_ff_shexp = 512;  // qwen2moe shared expert
+  int n_ff_shexp = 512;  // shared expert width (qwen2moe; glm4moe: a multiple of n_ff_exp)
+  int n_rot = 0;         // rotated dimensions per head (0: all)
+  int n_layer_dense_lead = 0;  // glm4moe: leading dense layers
+  bool qk_norm = false;  // glm4moe: per-head q/k norms
+  float expert_weights_scale = 1.f;  // glm4moe: routed scaling factor
   int n_vocab = 1024;
   int n_ctx = 4096;
   float rope_theta = 1e6f;
@@ -33,6 +37,8 @@ struct SynthSpec {
   bool fast = false;     // big models: tensors tiled from a pool of pre-quantized random blocks
   uint64_t seed = 1;
   static SynthSpec qwen3_30b_a3b();  // Qwen3-30B-A3B shapes
+  // A real model's shapes by name (qwen3-30b-a3b, glm-4.5-air); throws Error listing them.
+  static SynthSpec preset(const std::string& name);
 };
 
 // Parses "key=value,key=value" overrides (keys as the field names above).

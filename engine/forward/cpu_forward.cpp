@@ -34,7 +34,7 @@ CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_thr
   v_cache_.assign(k_cache_.size(), 0.f);
   for (const auto& l : model.layers()) {
     lf_.push_back({to_f32(l.attn_norm), to_f32(l.ffn_norm), to_f32(l.q_norm), to_f32(l.k_norm),
-                   to_f32(l.bq), to_f32(l.bk), to_f32(l.bv), to_f32(l.shexp_gate)});
+                   to_f32(l.bq), to_f32(l.bk), to_f32(l.bv), to_f32(l.shexp_gate), to_f32(l.exp_probs_b)});
   }
   output_norm_ = to_f32(model.output_norm);
 }
@@ -74,8 +74,8 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   Route& r = routes_[il];
   r.experts.resize(K);
   r.weights.resize(K);
-  const RouterParams rp{Gating::Softmax, c_.norm_topk_prob};
-  route_topk(logits.data(), nullptr, c_.n_expert, K, rp, r.experts.data(), r.weights.data());
+  const float* bias = l.spec.probs_bias ? lf_[il].exp_probs_b.data() : nullptr;
+  route_topk(logits.data(), bias, c_.n_expert, K, c_.router, r.experts.data(), r.weights.data());
   std::fill(out, out + E, 0.f);
   std::vector<float> y(E);
   for (int j = 0; j < K; ++j) {
@@ -110,10 +110,7 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
     throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
   const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const int group = c_.n_head / c_.n_head_kv;
-  RopeParams rp;
-  rp.n_rot = D;
-  rp.neox = c_.rope_neox;
-  rp.theta = c_.rope_theta;
+  const RopeParams rp = c_.rope();
   routes_.assign(c_.n_layer, {});
 
   std::vector<float> x(size_t(T) * E);

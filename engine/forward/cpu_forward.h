@@ -53,7 +53,7 @@ class CpuForward {
   void check_finite(const float* x, size_t n, uint32_t site);
   std::vector<float> k_cache_, v_cache_;  // [layer][pos][kv_dim]
   struct LayerF32 {
-    std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv, shexp_gate;
+    std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv, shexp_gate, exp_probs_b;
   };
   std::vector<LayerF32> lf_;
   std::vector<float> output_norm_;

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cpu/thread_pool.h"
+#include "engine/forward/cpu_forward.h"
 #include "engine/forward/gpu_forward.h"
 #include "engine/offload/plan_model.h"
 #include "engine/vulkan/vk_gemm.h"
@@ -115,6 +116,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     prof_ = std::make_unique<vk::TimestampPool>(*ctx_, 64 * c_.n_layer + 16);
 
   if (offload_) {
+    for (const LayerWeights& l : m.layers()) probs_bias_.push_back(to_f32(l.exp_probs_b));
     pool_ = std::make_unique<ThreadPool>(o.threads);
     prev_route_.assign(c_.n_layer, {});
     predicted_.assign(c_.n_layer, {});

@@ -67,6 +67,9 @@ class GpuEngine final : public Engine {
     return opt_.predict_prefetch && il + 1 < c_.n_layer && m_.layers()[il].spec.moe && m_.layers()[il + 1].spec.moe;
   }
   ExpertView expert_view(int il, int e) const;
+  // Layer il's expert-selection bias (exp_probs_b) for host-side routing; null when none.
+  const float* probs_bias(int il) const { return probs_bias_[il].empty() ? nullptr : probs_bias_[il].data(); }
+  std::vector<std::vector<float>> probs_bias_;
   void calibrate_cpu_experts();
 
   // VRAM with fallbacks (gpu_vram.cpp): when expert buffers do not fit, fewer

@@ -145,7 +145,7 @@ void GpuEngine::route_offload(int il, std::vector<vk::SyncPoint>& waits, std::ve
   const float* rl = reinterpret_cast<const float*>(readback_.data() + rb_rlog_);
   std::vector<int> ids(K);
   std::vector<float> w(K);
-  route_topk(rl, nullptr, N, K, RouterParams{Gating::Softmax, c_.norm_topk_prob}, ids.data(), w.data());
+  route_topk(rl, probs_bias(il), N, K, c_.router, ids.data(), w.data());
   if (il > 0 && predicts(il - 1)) stats_.record_routing(il, predicted_[il], ids);
   prev_route_[il] = ids;
   cache_->drain();
@@ -176,8 +176,8 @@ void GpuEngine::cache_maintenance(int il, bool predict) {
   if (!predict) return;
   std::vector<int> ids(c_.n_expert_used);
   std::vector<float> w(c_.n_expert_used);
-  route_topk(reinterpret_cast<const float*>(readback_.data() + rb_plog_), nullptr, c_.n_expert, c_.n_expert_used,
-             RouterParams{}, ids.data(), w.data());
+  route_topk(reinterpret_cast<const float*>(readback_.data() + rb_plog_), probs_bias(il + 1), c_.n_expert,
+             c_.n_expert_used, c_.router, ids.data(), w.data());
   predicted_[il + 1] = ids;
   if (plan_.mode != PlanMode::ExpertCache) return;
   std::vector<int> want = ids;
@@ -227,7 +227,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     // Route every token; gather each expert's tokens.
     const float* rl = reinterpret_cast<const float*>(readback_.data() + rb_rlog_);
     for (uint32_t t = 0; t < n; ++t)
-      route_topk(rl + size_t(t) * N, nullptr, int(N), int(K), RouterParams{Gating::Softmax, c_.norm_topk_prob},
+      route_topk(rl + size_t(t) * N, probs_bias(il), int(N), int(K), c_.router,
                  ids.data() + t * K, wts.data() + t * K);
     std::vector<std::vector<int32_t>> tokens_of(N);
     std::vector<std::vector<float>> weights_of(N);

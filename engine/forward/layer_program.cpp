@@ -69,9 +69,7 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   rs.head_dim = D;
   rs.n_head = c_.n_head;
   rs.n_head_kv = c_.n_head_kv;
-  rs.rope.n_rot = int(D);
-  rs.rope.neox = c_.rope_neox;
-  rs.rope.theta = c_.rope_theta;
+  rs.rope = c_.rope();
   rs.norm = per_head;
   rs.eps = c_.norm_eps;
   rs.kv_type = kv_;
@@ -153,7 +151,8 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   tk.n_expert = N;
   tk.k = K;
   tk.logit_stride = N;
-  tk.router.normalize = c_.norm_topk_prob;
+  tk.router = c_.router;
+  if (m_.layers()[il].spec.probs_bias) tk.bias = g.exp_probs_b.buf;
   vk::record_moe_topk(r, tk);
   r.barrier();
   mark_(r, "router + top-k");

@@ -57,8 +57,7 @@ void read_common(const Hparams& h, ModelConfig& c) {
   if (h.opt_int("attention.value_length", c.head_dim) != c.head_dim)
     h.fail("attention.value_length != key_length is not supported");
   c.n_rot = h.opt_int("rope.dimension_count", c.head_dim);
-  if (c.n_rot != c.head_dim)
-    h.fail("partial rotary embeddings (rope.dimension_count != head dim) are not supported");
+  if (c.n_rot > c.head_dim || c.n_rot % 2) h.fail("rope.dimension_count must be even and at most the head dimension");
   if (c.head_dim % 2) h.fail("odd head dimension");
   h.product("attention.head_count", c.n_head, "attention.key_length", c.head_dim);
   h.product("attention.head_count_kv", c.n_head_kv, "attention.key_length", c.head_dim);

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "cpu/moe_route.h"
+#include "cpu/rope.h"
 #include "engine/model/gguf.h"
 #include "engine/model/layer_spec.h"
 
@@ -28,12 +30,19 @@ struct ModelConfig {
   float rope_theta = 10000.f;
   float norm_eps = 1e-6f;
   bool rope_neox = false;  // NeoX (half-split) rotation vs. adjacent pairs
-  bool norm_topk_prob = false;  // renormalize the top-k router weights
+  RouterParams router;     // how the top-k experts and their weights are chosen
   QkNorm qk_norm = QkNorm::None;  // for architectures where the file decides (glm4moe)
   bool is_moe() const { return n_expert > 0; }
   // Model::load checks that these products fit.
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
+  RopeParams rope() const {
+    RopeParams p;
+    p.n_rot = n_rot;
+    p.neox = rope_neox;
+    p.theta = rope_theta;
+    return p;
+  }
 };
 
 // A view of one GGUF tensor. For stacked expert tensors ne = {in, out, n_expert}.

@@ -1,9 +1,9 @@
 #include "engine/offload/plan_model.h"
 
 #include <algorithm>
-#include <set>
 
 #include "engine/forward/activations.h"
+#include "engine/model/layer_tensors.h"
 
 namespace vkmoe {
 
@@ -11,21 +11,24 @@ PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlTy
   const ModelConfig& c = m.config();
   PlanInput in;
   in.vram_budget = vram_budget;
-  // Expert shapes come from the model's layers, not from tensor names.
-  std::set<const GgufTensor*> experts;
-  for (int il = 0; il < c.n_layer; ++il)
-    for (const Weight* w : {&m.layers()[il].gate_exps, &m.layers()[il].up_exps, &m.layers()[il].down_exps})
-      if (*w) {
-        experts.insert(w->t);
-        in.experts.tensors.push_back({w->t->name, il, w->t->nbytes});
-      }
+  // Shapes come from the model's layers, not from tensor names; tensors the
+  // model does not use (e.g. glm4moe's next-token-prediction layers) are not planned.
   const bool tied = m.output.t == m.tok_embd.t;
-  for (const auto& t : m.gguf().tensors()) {
-    if (experts.count(&t)) continue;
-    // The embedding table only needs a row gather: it stays in host memory
-    // unless the output head shares it.
-    in.trunk.push_back({t.name, t.nbytes, &t == m.tok_embd.t && !tied});
+  // The embedding table only needs a row gather: it stays in host memory
+  // unless the output head shares it.
+  in.trunk.push_back({m.tok_embd.t->name, m.tok_embd.t->nbytes, !tied});
+  for (int il = 0; il < c.n_layer; ++il) {
+    const LayerWeights& lw = m.layers()[il];
+    for (const LayerTensorSlot& slot : layer_tensors(c, lw.spec)) {
+      const GgufTensor* t = (lw.*slot.member).t;
+      if (slot.kind == TensorKind::Experts)
+        in.experts.tensors.push_back({t->name, il, t->nbytes});
+      else
+        in.trunk.push_back({t->name, t->nbytes, false});
+    }
   }
+  in.trunk.push_back({m.output_norm.t->name, m.output_norm.t->nbytes, false});
+  if (!tied) in.trunk.push_back({m.output.t->name, m.output.t->nbytes, false});
   in.experts.n_layer = c.n_layer;
   in.experts.n_expert = c.n_expert;
   in.experts.n_expert_used = c.n_expert_used;

@@ -9,7 +9,7 @@ void configure(const Hparams& h, ModelConfig& c) {
   c.rope_neox = false;
   if (c.is_moe()) {
     c.n_ff_exp = h.opt_int("expert_feed_forward_length", h.opt_int("feed_forward_length", 0));
-    c.norm_topk_prob = h.opt_bool("expert_weights_norm", true);
+    c.router.normalize = h.opt_bool("expert_weights_norm", true);
   } else {
     c.n_ff = h.req_int("feed_forward_length");
   }

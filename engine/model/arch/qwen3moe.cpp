@@ -9,7 +9,7 @@ void configure(const Hparams& h, ModelConfig& c) {
   c.rope_neox = true;
   if (!c.is_moe()) h.fail("missing hyper-parameter '" + c.arch + ".expert_count'");
   c.n_ff_exp = h.req_int("expert_feed_forward_length");
-  c.norm_topk_prob = h.opt_bool("expert_weights_norm", true);
+  c.router.normalize = h.opt_bool("expert_weights_norm", true);
 }
 
 LayerSpec layer(const ModelConfig&, int) {

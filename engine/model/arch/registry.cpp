@@ -2,10 +2,10 @@
 
 namespace vkmoe {
 
-extern const ArchDef kArchLlama, kArchQwen3, kArchQwen3Moe, kArchOlmoe, kArchQwen2Moe;
+extern const ArchDef kArchLlama, kArchQwen3, kArchQwen3Moe, kArchOlmoe, kArchQwen2Moe, kArchGlm4Moe;
 
 namespace {
-const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen3, &kArchQwen3Moe, &kArchOlmoe, &kArchQwen2Moe};
+const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen3, &kArchQwen3Moe, &kArchOlmoe, &kArchQwen2Moe, &kArchGlm4Moe};
 }  // namespace
 
 const ArchDef* find_arch(const std::string& name) {
