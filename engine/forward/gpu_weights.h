@@ -19,8 +19,9 @@ struct GpuTensor {
 };
 
 struct GpuLayer {
-  GpuTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm;
-  GpuTensor ffn_gate, ffn_up, ffn_down, router, exp_probs_b, shexp_gate, gate_shexp, up_shexp, down_shexp;
+  GpuTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, attn_sinks, q_norm, k_norm, ffn_norm;
+  GpuTensor ffn_gate, ffn_up, ffn_down, router, router_b, exp_probs_b, shexp_gate, gate_shexp, up_shexp, down_shexp;
+  GpuTensor gate_exps_b, up_exps_b, down_exps_b;  // per-expert biases, f32 {width, n_expert}
   GpuTensor gate_exps, up_exps, down_exps;  // resident experts (empty in offload modes)
   vk::Buffer k_cache, v_cache;
 };

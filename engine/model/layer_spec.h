@@ -15,13 +15,23 @@ enum class QkNorm : uint8_t { None, PerHead, Whole };
 // sigmoid(w . x) (qwen2moe); Plain adds it as is (glm4moe, deepseek2).
 enum class SharedExpert : uint8_t { None, Gated, Plain };
 
+// The gated activation of the FFNs: silu(g) * u, or gpt-oss's clamped variant
+// (g clamped above at 7, u to [-7, 7]; g * sigmoid(1.702 g) * (u + 1)).
+enum class FfnAct : uint8_t { SiLU, OaiSwiGLU };
+
 struct LayerSpec {
   // attention
   bool qkv_bias = false;
+  bool o_bias = false;      // attn_output.bias
+  bool sinks = false;       // a learned per-head logit in every softmax (gpt-oss), its mass dropped
+  uint32_t window = 0;      // sliding window: keys at positions p - window < j <= p (0: all)
   QkNorm qk_norm = QkNorm::None;
   // feed-forward: routed experts, else a dense SwiGLU FFN
   bool moe = false;
   bool probs_bias = false;  // exp_probs_b: a per-expert bias on the selection scores
+  bool router_bias = false;  // ffn_gate_inp.bias, added to the router logits
+  bool expert_bias = false;  // per-expert biases of the gate, up and down projections (gpt-oss)
+  FfnAct act = FfnAct::SiLU;
   SharedExpert shared = SharedExpert::None;
   const char* ffn_norm = "ffn_norm";  // the FFN pre-norm's tensor name (glm4moe: post_attention_norm)
 };

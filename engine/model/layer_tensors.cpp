@@ -18,6 +18,8 @@ std::vector<LayerTensorSlot> layer_tensors(const ModelConfig& c, const LayerSpec
     v.push_back({&L::bk, "attn_k.bias", {KV}, TensorKind::Bias});
     v.push_back({&L::bv, "attn_v.bias", {KV}, TensorKind::Bias});
   }
+  if (s.o_bias) v.push_back({&L::bo, "attn_output.bias", {E}, TensorKind::Bias});
+  if (s.sinks) v.push_back({&L::attn_sinks, "attn_sinks.weight", {c.n_head}, TensorKind::Bias});
   if (s.qk_norm != QkNorm::None) {
     const bool per_head = s.qk_norm == QkNorm::PerHead;
     v.push_back({&L::q_norm, "attn_q_norm.weight", {per_head ? D : Q}, TensorKind::Norm});
@@ -32,10 +34,16 @@ std::vector<LayerTensorSlot> layer_tensors(const ModelConfig& c, const LayerSpec
   }
   const int64_t F = c.n_ff_exp, N = c.n_expert, S = c.n_ff_shexp;
   v.push_back({&L::router, "ffn_gate_inp.weight", {E, N}, TensorKind::Router});
+  if (s.router_bias) v.push_back({&L::router_b, "ffn_gate_inp.bias", {N}, TensorKind::Bias});
   if (s.probs_bias) v.push_back({&L::exp_probs_b, "exp_probs_b.bias", {N}, TensorKind::Bias});
   v.push_back({&L::gate_exps, "ffn_gate_exps.weight", {E, F, N}, TensorKind::Experts});
   v.push_back({&L::up_exps, "ffn_up_exps.weight", {E, F, N}, TensorKind::Experts});
   v.push_back({&L::down_exps, "ffn_down_exps.weight", {F, E, N}, TensorKind::Experts});
+  if (s.expert_bias) {
+    v.push_back({&L::gate_exps_b, "ffn_gate_exps.bias", {F, N}, TensorKind::Bias});
+    v.push_back({&L::up_exps_b, "ffn_up_exps.bias", {F, N}, TensorKind::Bias});
+    v.push_back({&L::down_exps_b, "ffn_down_exps.bias", {E, N}, TensorKind::Bias});
+  }
   if (s.shared == SharedExpert::Gated)
     v.push_back({&L::shexp_gate, "ffn_gate_inp_shexp.weight", {E}, TensorKind::SharedGate});
   if (s.shared != SharedExpert::None) {

@@ -62,10 +62,11 @@ struct Weight {
 
 struct LayerWeights {
   LayerSpec spec;  // what the layer computes; which of the weights below it holds
-  Weight attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm;
+  Weight attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, attn_sinks, q_norm, k_norm;
   Weight ffn_norm;
   Weight ffn_gate, ffn_up, ffn_down;                  // dense FFN
-  Weight router, exp_probs_b, gate_exps, up_exps, down_exps;  // MoE
+  Weight router, router_b, exp_probs_b, gate_exps, up_exps, down_exps;  // MoE
+  Weight gate_exps_b, up_exps_b, down_exps_b;  // per-expert biases: {width, n_expert}
   Weight shexp_gate, gate_shexp, up_shexp, down_shexp;  // shared expert
   // Bytes of one routed expert (its gate, up and down slices); 0 for a layer without.
   uint64_t routed_expert_bytes() const {
