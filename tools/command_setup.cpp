@@ -37,7 +37,7 @@ SynthSpec spec_from_args(const Args& a, SynthSpec base) {
 
 namespace {
 
-std::unique_ptr<Model> open_model(const Args& a) {
+std::unique_ptr<Model> open_model(const Args& a, bool shapes_only) {
   std::string path = a.get("model");
   if (!path.empty()) {
     std::fprintf(stderr, "loading %s\n", path.c_str());
@@ -45,13 +45,17 @@ std::unique_ptr<Model> open_model(const Args& a) {
   }
   SynthSpec s = spec_from_args(a, builtin_spec());
   std::fprintf(stderr, "no -m given: using the built-in synthetic model (%s)\n", describe(s).c_str());
+  if (shapes_only) {
+    if (a.has("check-tensors")) throw Error("--check-tensors needs a model file (-m)");
+    return Model::from_gguf(GgufFile::shapes_from_memory(synth_model_header(s), "<built-in synthetic model>"));
+  }
   return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "<built-in synthetic model>"));
 }
 
 }  // namespace
 
-std::unique_ptr<Model> load_model(const Args& a) {
-  std::unique_ptr<Model> m = open_model(a);
+std::unique_ptr<Model> load_model(const Args& a, bool shapes_only) {
+  std::unique_ptr<Model> m = open_model(a, shapes_only);
   if (a.has("check-tensors"))
     check_tensor_data(m->gguf(), static_cast<int>(a.num("threads", 0, 1, kMaxThreads)));
   return m;

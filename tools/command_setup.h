@@ -24,7 +24,8 @@ std::vector<OptionSpec> operator+(std::vector<OptionSpec> a, const std::vector<O
 SynthSpec builtin_spec();  // the model of run/bench/chat/serve without -m
 // `base`, or --preset, with the --set overrides applied.
 SynthSpec spec_from_args(const Args& a, SynthSpec base);
-std::unique_ptr<Model> load_model(const Args& a);
+// shapes_only: without -m, the synthetic model's shapes without weights (plan).
+std::unique_ptr<Model> load_model(const Args& a, bool shapes_only = false);
 int context_size(const Args& a, const Model& m);  // -c, at most the model's training context
 int device_index(const Args& a);
 uint64_t vram_budget(const Args& a);  // --vram-budget; absent or 0: the device's free memory

@@ -9,6 +9,7 @@
 #include "engine/model/arch/arch.h"
 #include "engine/model/gguf.h"
 #include "engine/model/layer_tensors.h"
+#include "engine/model/rope_keys.h"
 #include "engine/model/tokenizer.h"
 #include "tools/synth_vocab.h"
 
@@ -56,7 +57,27 @@ SynthSpec SynthSpec::preset(const std::string& name) {
     s.n_ctx = 131072;
     return s;
   }
-  throw Error("unknown preset '" + name + "' (qwen3-30b-a3b, glm-4.5-air)");
+  if (name == "gpt-oss-20b" || name == "gpt-oss-120b") {
+    const bool big = name == "gpt-oss-120b";
+    s.arch = "gpt-oss";
+    s.quant = "MXFP4_MOE";
+    s.n_layer = big ? 36 : 24;
+    s.n_embd = 2880;
+    s.n_head = 64;
+    s.n_head_kv = 8;
+    s.head_dim = 64;
+    s.n_expert = big ? 128 : 32;
+    s.n_expert_used = 4;
+    s.n_ff_exp = 2880;
+    s.n_vocab = 201088;
+    s.n_ctx = 131072;
+    s.rope_theta = 150000.f;
+    s.n_swa = 128;
+    s.yarn_factor = 32.f;
+    s.n_ctx_orig = 4096;
+    return s;
+  }
+  throw Error("unknown preset '" + name + "' (qwen3-30b-a3b, glm-4.5-air, gpt-oss-20b, gpt-oss-120b)");
 }
 
 void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
@@ -104,6 +125,9 @@ void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
     else if (k == "n_layer_dense_lead") s.n_layer_dense_lead = num();
     else if (k == "qk_norm") s.qk_norm = num() != 0;
     else if (k == "expert_weights_scale") s.expert_weights_scale = fnum();
+    else if (k == "n_swa") s.n_swa = num();
+    else if (k == "yarn_factor") s.yarn_factor = fnum();
+    else if (k == "n_ctx_orig") s.n_ctx_orig = num();
     else if (k == "n_vocab") s.n_vocab = num();
     else if (k == "n_ctx") s.n_ctx = num();
     else if (k == "seed") s.seed = num();
@@ -135,6 +159,7 @@ ModelConfig synth_config(const SynthSpec& s) {
   c.n_layer_dense_lead = s.n_layer_dense_lead;
   c.qk_norm = s.qk_norm ? QkNorm::PerHead : QkNorm::None;
   c.router.scale = s.expert_weights_scale;
+  c.n_swa = s.n_swa;
   c.n_ff = s.n_ff;
   c.n_expert = s.n_expert;
   c.n_expert_used = s.n_expert_used;
@@ -320,6 +345,7 @@ GgufWriter build_writer(const SynthSpec& s) {
   w.add_u32(a + ".rope.dimension_count", c.n_rot);
   w.add_f32(a + ".rope.freq_base", s.rope_theta);
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  if (s.yarn_factor > 0) write_yarn(c, s.yarn_factor, s.n_ctx_orig, w);
   if (c.is_moe()) {
     w.add_u32(a + ".expert_count", s.n_expert);
     w.add_u32(a + ".expert_used_count", s.n_expert_used);
@@ -347,7 +373,7 @@ GgmlType synth_tensor_type(const SynthSpec& s, const std::string& name, int64_t 
   };
   // Routers stay F32, and by default vectors and biases too, as llama.cpp's
   // quantizer leaves them.
-  if (ends("_norm.weight") || ends(".bias")) return base_type(s.vec_type);
+  if (ends("_norm.weight") || ends(".bias") || ends("attn_sinks.weight")) return base_type(s.vec_type);
   if (ends("ffn_gate_inp.weight") || ends("ffn_gate_inp_shexp.weight")) return GgmlType::F32;
   const QuantMix mix = quant_mix(s.quant);
   GgmlType t = mix.base;
@@ -374,5 +400,7 @@ GgmlType synth_tensor_type(const SynthSpec& s, const std::string& name, int64_t 
 std::vector<uint8_t> synth_model_bytes(const SynthSpec& s) { return build_writer(s).to_bytes(); }
 
 void write_synth_model(const SynthSpec& s, const std::string& path) { build_writer(s).write(path); }
+
+std::vector<uint8_t> synth_model_header(const SynthSpec& s) { return build_writer(s).header(); }
 
 }  // namespace vkmoe

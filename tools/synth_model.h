@@ -10,7 +10,7 @@
 namespace vkmoe {
 
 struct SynthSpec {
-  std::string arch = "qwen3moe";  // llama (dense, or Mixtral with n_expert > 0), qwen3, qwen3moe, olmoe, qwen2moe, glm4moe
+  std::string arch = "qwen3moe";  // llama (dense, or Mixtral with n_expert > 0), qwen3, qwen3moe, olmoe, qwen2moe, glm4moe, gpt-oss
   int n_layer = 2;
   int n_embd = 256;
   int n_head = 4;
@@ -25,6 +25,9 @@ struct SynthSpec {
   int n_layer_dense_lead = 0;  // glm4moe: leading dense layers
   bool qk_norm = false;  // glm4moe: per-head q/k norms
   float expert_weights_scale = 1.f;  // glm4moe: routed scaling factor
+  int n_swa = 128;       // gpt-oss: sliding window of the sliding layers
+  float yarn_factor = 0;  // > 0: YaRN context extension by this factor from n_ctx_orig
+  int n_ctx_orig = 4096;
   int n_vocab = 1024;
   int n_ctx = 4096;
   float rope_theta = 1e6f;
@@ -37,7 +40,8 @@ struct SynthSpec {
   bool fast = false;     // big models: tensors tiled from a pool of pre-quantized random blocks
   uint64_t seed = 1;
   static SynthSpec qwen3_30b_a3b();  // Qwen3-30B-A3B shapes
-  // A real model's shapes by name (qwen3-30b-a3b, glm-4.5-air); throws Error listing them.
+  // A real model's shapes by name (qwen3-30b-a3b, glm-4.5-air, gpt-oss-20b,
+  // gpt-oss-120b); throws Error listing them.
   static SynthSpec preset(const std::string& name);
 };
 
@@ -48,6 +52,8 @@ std::string describe(const SynthSpec& s);
 // Builds the whole file in memory (small models) / streams it to disk.
 std::vector<uint8_t> synth_model_bytes(const SynthSpec& s);
 void write_synth_model(const SynthSpec& s, const std::string& path);
+// Metadata and tensor shapes only (GgufFile::shapes_from_memory), for any size.
+std::vector<uint8_t> synth_model_header(const SynthSpec& s);
 
 // The ggml type the preset gives tensor `name` (a row length of n0).
 GgmlType synth_tensor_type(const SynthSpec& s, const std::string& name, int64_t n0, int layer);

@@ -68,7 +68,8 @@ const char* kUsage =
     "  --check-tensors        before running, check every tensor's data for NaN/Inf (for quantized\n"
     "                         blocks, their scales)\n"
     "  --set k=v,...          synth/default-model shape (arch, n_layer, n_embd, n_expert, quant, ...)\n"
-    "  --preset NAME          synth/default-model shapes of a real model: qwen3-30b-a3b, glm-4.5-air\n"
+    "  --preset NAME          synth/default-model shapes of a real model: qwen3-30b-a3b, glm-4.5-air,\n"
+    "                         gpt-oss-20b, gpt-oss-120b\n"
     "bench options (each test starts on an empty context; 1 warm-up run, then -r timed runs):\n"
     "  -p, --n-prompt N,...   ppN tests: N prompt tokens in one batched eval (default 512; 0: none)\n"
     "  -n, --n-gen N,...      tgN tests: N tokens generated one at a time (default 128; 0: none)\n"
@@ -159,7 +160,7 @@ int cmd_plan(const Args& a) {
   const int pinned = static_cast<int>(a.num("pin-experts", 0, 0, INT_MAX));
   const int device = device_index(a);
   uint64_t budget = vram_budget(a);
-  auto model = load_model(a);
+  auto model = load_model(a, /*shapes_only=*/true);
   print_model(*model);
   if (budget == 0) budget = device_free_vram(device);
   PlanInput in = plan_input_for(*model, context_size(a, *model), budget);

@@ -34,7 +34,8 @@ CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_thr
   v_cache_.assign(k_cache_.size(), 0.f);
   for (const auto& l : model.layers()) {
     lf_.push_back({to_f32(l.attn_norm), to_f32(l.ffn_norm), to_f32(l.q_norm), to_f32(l.k_norm),
-                   to_f32(l.bq), to_f32(l.bk), to_f32(l.bv), to_f32(l.shexp_gate), to_f32(l.exp_probs_b)});
+                   to_f32(l.bq), to_f32(l.bk), to_f32(l.bv), to_f32(l.shexp_gate), to_f32(l.exp_probs_b),
+                   to_f32(l.bo), to_f32(l.router_b)});
   }
   output_norm_ = to_f32(model.output_norm);
 }
@@ -71,6 +72,8 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   const int E = c_.n_embd, K = c_.n_expert_used;
   std::vector<float> logits(c_.n_expert);
   matvec(l.router, x, logits.data());
+  if (l.spec.router_bias)
+    for (int e = 0; e < c_.n_expert; ++e) logits[e] += lf_[il].router_b[e];
   Route& r = routes_[il];
   r.experts.resize(K);
   r.weights.resize(K);
@@ -178,6 +181,8 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
       float* xt = &x[size_t(t) * E];
       matvec(l.wo, att.data(), o.data());
       for (int i = 0; i < E; ++i) xt[i] += o[i];
+      if (l.spec.o_bias)
+        for (int i = 0; i < E; ++i) xt[i] += lf.bo[i];
       check_finite(xt, E, non_finite_site::after_attention(il));
       rms_norm(xt, lf.ffn_norm.data(), xn.data(), E, c_.norm_eps);
       if (l.spec.moe)

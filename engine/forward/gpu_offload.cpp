@@ -60,7 +60,7 @@ void GpuEngine::record_offload_a(vk::Recorder& r, int il) {
   if (predict) {  // layer il+1's router applied to this layer's hidden state
     ops_->rms_norm(r, Rows(a.x, E), &w_.layers[il + 1].ffn_norm, Rows(a.so, E), E, 1, c_.norm_eps);
     r.barrier();
-    ops_->linear(r, w_.layers[il + 1].router, Rows(a.so, E), Rows(a.rlog, N, N), 1);
+    prog_->router_of(r, il + 1, Rows(a.so, E), 1, /*row0=*/1);
   }
   r.barrier();
   r.copy(a.rlog, 0, readback_, rb_rlog_, uint64_t(N) * 4);

@@ -96,6 +96,10 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   mark_(r, "attention");
   ops_.linear(r, g.wo, Rows(a_.att, Q), x, n, /*acc=*/true);
   r.barrier();
+  if (spec.o_bias) {
+    ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);
+    r.barrier();
+  }
   ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps, non_finite_site::after_attention(il));
   r.barrier();
   mark_(r, "out proj + ffn norm");
@@ -134,8 +138,17 @@ void LayerProgram::shared_expert(vk::Recorder& r, int il, uint32_t n) const {
 }
 
 void LayerProgram::router(vk::Recorder& r, int il, uint32_t n, uint32_t row0) const {
+  router_of(r, il, Rows(a_.xn, c_.n_embd), n, row0);
+}
+
+void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const {
   const uint32_t N = c_.n_expert;
-  ops_.linear(r, g_.layers[il].router, Rows(a_.xn, c_.n_embd), Rows(a_.rlog, N, row0 * N), n);
+  const Rows logits(a_.rlog, N, row0 * N);
+  ops_.linear(r, g_.layers[il].router, x, logits, n);
+  if (m_.layers()[il].spec.router_bias) {
+    r.barrier();
+    ops_.add_rows(r, Rows(g_.layers[il].router_b.buf, 0), logits, N, n);
+  }
 }
 
 bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const {

@@ -37,6 +37,8 @@ class LayerProgram {
   void shared_expert(vk::Recorder& r, int il, uint32_t n) const;
   // rlog[t] = router . xn[t] (rows of n_expert, starting at row `row0`).
   void router(vk::Recorder& r, int il, uint32_t n, uint32_t row0 = 0) const;
+  // Layer il's router logits of the rows x (e.g. a prediction from another layer's state).
+  void router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const;
   // Resident MoE (router, top-k, experts, combine, shared expert). With
   // next_norm, n == 1 and no shared expert, the combine also writes
   // xn = rmsnorm(x) * next_norm; returns whether it did.

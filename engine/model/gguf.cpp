@@ -465,6 +465,17 @@ std::unique_ptr<GgufFile> GgufFile::from_memory(std::vector<uint8_t> bytes,
   return f;
 }
 
+std::unique_ptr<GgufFile> GgufFile::shapes_from_memory(std::vector<uint8_t> header, const std::string& label) {
+  std::unique_ptr<GgufFile> f(new GgufFile());
+  f->path_ = label;
+  f->shapes_only_ = true;
+  f->owned_ = std::move(header);
+  f->base_ = f->owned_.data();
+  f->size_ = f->owned_.size();
+  f->parse();
+  return f;
+}
+
 GgufFile::~GgufFile() {
   if (!map_) return;
   unwatch_mapping(map_slot_);
@@ -597,6 +608,7 @@ void GgufFile::parse() {
         __builtin_add_overflow(start, static_cast<uint64_t>(t.nbytes), &end))
       c.fail("tensor '" + printable(t.name) + "' offset " + std::to_string(t.offset) +
              " is corrupt");
+    if (shapes_only_) continue;  // data stays null
     if (end > size_)
       c.fail("truncated: tensor '" + printable(t.name) + "' needs bytes up to " +
              std::to_string(end) + " but the file has " + std::to_string(size_) +

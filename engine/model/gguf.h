@@ -113,6 +113,10 @@ class GgufFile {
   // Parses a copy held in memory (used by tests and fuzzing).
   static std::unique_ptr<GgufFile> from_memory(std::vector<uint8_t> bytes,
                                                const std::string& label = "<memory>");
+  // Metadata and tensor shapes without tensor data (GgufWriter::header()):
+  // every tensor's data is null. For planning models larger than memory.
+  static std::unique_ptr<GgufFile> shapes_from_memory(std::vector<uint8_t> header, const std::string& label);
+  bool has_data() const { return !shapes_only_; }
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
   GgufFile& operator=(const GgufFile&) = delete;
@@ -154,6 +158,7 @@ class GgufFile {
   const uint8_t* base_ = nullptr;
   size_t size_ = 0;
   uint64_t data_offset_ = 0;
+  bool shapes_only_ = false;
   void* map_ = nullptr;                // mmap'd region, or null
   int map_slot_ = -1;                  // its entry in the SIGBUS handler's table
   std::vector<uint8_t> owned_;         // from_memory storage
@@ -195,6 +200,7 @@ class GgufWriter {
   void add_tensor_lazy(const std::string& name, const std::vector<int64_t>& ne, GgmlType type,
                        TensorFill fill);
   std::vector<uint8_t> to_bytes() const;
+  std::vector<uint8_t> header() const { return header_bytes(); }  // without the data section
   void write(const std::string& path) const;  // throws Error on I/O failure
 
  private:

@@ -5,6 +5,7 @@
 #include "engine/model/arch/arch.h"
 #include "engine/model/hparams.h"
 #include "engine/model/layer_tensors.h"
+#include "engine/model/rope_keys.h"
 
 namespace vkmoe {
 
@@ -64,8 +65,7 @@ void read_common(const Hparams& h, ModelConfig& c) {
   c.n_ctx_train = h.opt_int("context_length", 4096);
   c.rope_theta = h.positive_float("rope.freq_base", 10000.0);
   c.norm_eps = h.positive_float("attention.layer_norm_rms_epsilon", 1e-6);
-  const std::string scaling = h.opt_str("rope.scaling.type", "none");
-  if (scaling != "none") h.fail("rope scaling '" + printable(scaling) + "' is not supported");
+  read_rope_scaling(h, c);
   c.n_expert = h.opt_int("expert_count", 0);
   if (c.is_moe()) {
     c.n_expert_used = h.req_int("expert_used_count");

@@ -26,8 +26,15 @@ struct ModelConfig {
   int n_ff_exp = 0;
   int n_ff_shexp = 0;      // shared expert width, 0 if none
   int n_layer_dense_lead = 0;  // leading layers with a dense FFN in a MoE model
+  int n_swa = 0;           // sliding-window length of the layers that slide
+  int swa_pattern = 0;     // gpt-oss: every swa_pattern-th layer attends to all keys
   int n_rot = 0;           // rotated dimensions of each head (rope.dimension_count)
   float rope_theta = 10000.f;
+  // Context extension as llama.cpp derives it from rope.scaling.*: linear
+  // (freq_scale) or YaRN (ext_factor 1, attn_factor, betas, original context).
+  float rope_freq_scale = 1.f, yarn_ext_factor = 0.f, yarn_attn_factor = 1.f;
+  float yarn_beta_fast = 32.f, yarn_beta_slow = 1.f;
+  int n_ctx_orig_yarn = 0;
   float norm_eps = 1e-6f;
   bool rope_neox = false;  // NeoX (half-split) rotation vs. adjacent pairs
   RouterParams router;     // how the top-k experts and their weights are chosen
@@ -41,6 +48,12 @@ struct ModelConfig {
     p.n_rot = n_rot;
     p.neox = rope_neox;
     p.theta = rope_theta;
+    p.freq_scale = rope_freq_scale;
+    p.ext_factor = yarn_ext_factor;
+    p.attn_factor = yarn_attn_factor;
+    p.beta_fast = yarn_beta_fast;
+    p.beta_slow = yarn_beta_slow;
+    p.n_ctx_orig = n_ctx_orig_yarn;
     return p;
   }
 };

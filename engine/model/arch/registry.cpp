@@ -2,10 +2,11 @@
 
 namespace vkmoe {
 
-extern const ArchDef kArchLlama, kArchQwen3, kArchQwen3Moe, kArchOlmoe, kArchQwen2Moe, kArchGlm4Moe;
+extern const ArchDef kArchLlama, kArchQwen3, kArchQwen3Moe, kArchOlmoe, kArchQwen2Moe, kArchGlm4Moe, kArchGptOss;
 
 namespace {
-const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen3, &kArchQwen3Moe, &kArchOlmoe, &kArchQwen2Moe, &kArchGlm4Moe};
+const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen3, &kArchQwen3Moe, &kArchOlmoe, &kArchQwen2Moe, &kArchGlm4Moe,
+                                 &kArchGptOss};
 }  // namespace
 
 const ArchDef* find_arch(const std::string& name) {
