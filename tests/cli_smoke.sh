@@ -31,6 +31,19 @@ cmp -s "$T/run_gpu.txt" "$T/run_ref.txt" || fail "gpu and reference texts differ
   >"$T/o.txt" 2>"$T/o.err" || { cat "$T/o.err"; fail "run olmoe expert-cache"; }
 grep -q "hit-rate" "$T/o.err" || fail "--expert-stats printed no table"
 "$VKMOE" plan -m "$T/olmoe.gguf" --vram-budget 300MiB | grep -q "blk.\*.ffn_up_exps.weight" || fail plan
+# plan on a real model's shapes, without building its weights
+"$VKMOE" plan --preset gpt-oss-120b --vram-budget 24GiB 2>/dev/null | grep -q "^mode: expert-cache" || fail "plan --preset gpt-oss-120b"
+# logits: every position, n_tokens x n_vocab float32; the GPU's match the reference's
+for backend in ref gpu; do
+  "$VKMOE" logits -m "$T/olmoe.gguf" --backend $backend --kv-type f32 --tokens 3,1,4,1,5 -o "$T/l_$backend.f32" 2>/dev/null || fail "logits --backend $backend"
+done
+python3 - "$T/l_ref.f32" "$T/l_gpu.f32" <<'PY' || fail "logits content"
+import array, sys
+a, b = array.array("f"), array.array("f")
+a.frombytes(open(sys.argv[1], "rb").read()); b.frombytes(open(sys.argv[2], "rb").read())
+assert len(a) == 5 * 600 == len(b), len(a)
+assert max(abs(x - y) for x, y in zip(a, b)) < 2e-3 * max(abs(x) for x in a)
+PY
 
 # bench: llama-bench table (one row per test, t/s as mean ± sd), JSON with the raw samples.
 "$VKMOE" bench -m "$T/olmoe.gguf" -p 8 -n 4 -r 1 >"$T/b.md" 2>"$T/b.err" || { cat "$T/b.err"; fail bench; }
@@ -74,6 +87,7 @@ sed 's/qwen3/qwenX/' "$T/q3.gguf" >"$T/arch.gguf"
 expect_error "unsupported architecture 'qwenX'" "$VKMOE" run -m "$T/arch.gguf"
 expect_error "needs .* but the budget is" "$VKMOE" run -m "$T/olmoe.gguf" --vram-budget 1MiB
 expect_error "unknown command" "$VKMOE" frobnicate
+expect_error "logits needs --tokens" "$VKMOE" logits -o "$T/x.f32"
 expect_error "needs an integer" "$VKMOE" run -n many
 expect_error "unknown backend" "$VKMOE" run --backend tpu
 expect_error "-ub/--ubatch-size must be at least 1, got 0" "$VKMOE" bench -ub 0

@@ -43,6 +43,8 @@ const char* kUsage =
     "  plan           where each tensor goes for a VRAM budget; takes -m, --set, --preset, -c,\n"
     "                 --device, --vram-budget, --moe-mode, --pin-experts, --capacity-ratio R\n"
     "  synth          write a synthetic GGUF model; takes -o FILE, --set, --preset\n"
+    "  logits         write the logits of every position of --tokens ID,... to -o FILE\n"
+    "                 (n_tokens x n_vocab float32, as llama.cpp's logits dumps)\n"
     "  bench-shaders  shader microbenchmarks (GB/s, % of measured bandwidth; see its --help)\n"
     "run and bench options:\n"
     "  -m, --model FILE       GGUF model (default: built-in synthetic qwen3moe)\n"
@@ -85,6 +87,7 @@ const std::vector<OptionSpec> kBenchOptions = {{"n-prompt", "-p"}, {"n-gen", "-n
 const std::vector<OptionSpec> kPlanOptions = {{"ctx", "-c"}, {"device"}, {"vram-budget"},
                                               {"moe-mode"}, {"pin-experts"}, {"capacity-ratio"}};
 const std::vector<OptionSpec> kSynthOptions = {{"output", "-o"}, {"set"}, {"preset"}};
+const std::vector<OptionSpec> kLogitsOptions = {{"output", "-o"}, {"tokens"}};
 
 int cmd_run(const Args& a) {
   Sampler sampler(sampler_params(a));
@@ -148,6 +151,30 @@ int cmd_bench(const Args& a) {
   return 0;
 }
 
+// Logits of every position, each evaluated after the previous ones (the
+// format of llama.cpp's logits dumps: n_tokens x n_vocab float32), for
+// comparing with other implementations.
+int cmd_logits(const Args& a) {
+  const std::string out = a.get("output");
+  if (out.empty()) throw Error("logits needs -o FILE");
+  if (!a.has("tokens")) throw Error("logits needs --tokens ID,ID,...");
+  const std::vector<int> tokens = parse_int_list(a.label("tokens"), a.get("tokens"), 0, INT32_MAX);
+  auto model = load_model(a);
+  EngineOptions o = engine_options(a, *model);
+  o.n_ctx = std::max<int>(o.n_ctx, int(tokens.size()));
+  auto engine = make_engine(*model, o);
+  std::vector<float> all;
+  for (int t : tokens) {
+    const std::vector<float> l = engine->eval({t});
+    all.insert(all.end(), l.begin(), l.end());
+  }
+  std::FILE* f = std::fopen(out.c_str(), "wb");
+  if (!f || std::fwrite(all.data(), 4, all.size(), f) != all.size() || std::fclose(f) != 0)
+    throw Error("cannot write " + out);
+  std::fprintf(stderr, "wrote %zu x %zu logits to %s\n", tokens.size(), all.size() / tokens.size(), out.c_str());
+  return 0;
+}
+
 int cmd_info(const Args& a) {
   std::printf("%s", describe_devices().c_str());
   if (a.has("model")) print_model(*load_model(a));
@@ -201,6 +228,7 @@ int main(int argc, char** argv) {
                     {"serve", kModelOptions + kEngineOptions + kServeOptions, cmd_serve},
                     {"bench", kModelOptions + kEngineOptions + kBenchOptions, cmd_bench},
                     {"info", {{"model", "-m"}}, cmd_info},
+                    {"logits", kModelOptions + kEngineOptions + kLogitsOptions, cmd_logits},
                     {"plan", kModelOptions + kPlanOptions, cmd_plan},
                     {"synth", kSynthOptions, cmd_synth}};
     for (const auto& c : commands) {
