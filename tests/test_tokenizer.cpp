@@ -3,11 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
+#include <regex>
 #include <set>
 #include <unordered_set>
 
 #include "engine/model/gguf.h"
 #include "engine/model/tokenizer.h"
+#include "engine/model/unicode.h"
 #include "tools/synth_vocab.h"
 
 namespace vkmoe {
@@ -142,9 +144,153 @@ TEST(TokenizerPre, MultiPassSplits) {
                "\n\n"}));
 }
 
+// llama.cpp's own way of applying the GPT-4o regex: each code point collapsed to
+// one byte (ASCII as is, else a byte per category, non-ASCII space as \v) and
+// std::regex run over that with the regex's \p{..} rewritten to those bytes
+// (unicode_regex_split in llama.cpp's unicode.cpp).
+std::vector<std::string> gpt4o_std_regex(const std::string& text) {
+  // LLAMA_VOCAB_PRE_TYPE_GPT4O's regex_exprs in llama.cpp's llama-vocab.cpp, verbatim.
+  static const std::string kRegex =
+      "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'["
+      "lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'["
+      "vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  static const std::regex expr = [] {
+    std::string out;
+    bool inside = false;
+    for (size_t i = 0; i < kRegex.size(); ++i) {
+      if (kRegex[i] == '[' && (i == 0 || kRegex[i - 1] != '\\')) inside = true;
+      if (inside && kRegex[i] == ']' && kRegex[i - 1] != '\\') inside = false;
+      if (kRegex.compare(i, 5, "\\p{L}") == 0 || kRegex.compare(i, 5, "\\p{N}") == 0) {
+        const bool letter = kRegex[i + 3] == 'L';
+        if (!inside) out += '[';
+        out += static_cast<char>(letter ? 0xD2 : 0xD1);
+        out += letter ? "A-Za-z" : "0-9";
+        if (!inside) out += ']';
+        i += 4;
+        continue;
+      }
+      out += kRegex[i];
+    }
+    return std::regex(out, std::regex_constants::optimize | std::regex_constants::nosubs);
+  }();
+  std::string collapsed;
+  std::vector<size_t> offs;  // byte offset of each code point
+  for (size_t pos = 0; pos < text.size();) {
+    uint32_t cp;
+    const size_t len = unicode::decode(text, pos, cp);
+    offs.push_back(pos);
+    pos += len;
+    if (cp < 128) {
+      collapsed += static_cast<char>(cp);
+      continue;
+    }
+    switch (unicode::category(cp)) {
+      case unicode::Cat::Space: collapsed += '\v'; break;
+      case unicode::Cat::Letter: collapsed += '\xD2'; break;
+      case unicode::Cat::Number: collapsed += '\xD1'; break;
+      case unicode::Cat::Punct: collapsed += '\xD3'; break;
+      case unicode::Cat::Mark: collapsed += '\xD4'; break;
+      case unicode::Cat::Symbol: collapsed += '\xD5'; break;
+      default: collapsed += '\xD0'; break;
+    }
+  }
+  offs.push_back(text.size());
+  std::vector<std::string> pieces;
+  size_t last = 0;
+  auto cut = [&](size_t b, size_t e) { pieces.push_back(text.substr(offs[b], offs[e] - offs[b])); };
+  for (auto it = std::sregex_iterator(collapsed.begin(), collapsed.end(), expr); it != std::sregex_iterator(); ++it) {
+    const auto b = static_cast<size_t>(it->position()), e = b + static_cast<size_t>(it->length());
+    if (b > last) cut(last, b);
+    cut(b, e);
+    last = e;
+  }
+  if (last < collapsed.size()) cut(last, collapsed.size());
+  return pieces;
+}
+
+// GPT-4o (o200k) as llama.cpp runs it: letter case is ASCII-only (a non-ASCII
+// letter counts as upper and lower case), marks are not letters. The expected
+// pieces are read off the regex in pretokenize.cpp by hand.
+TEST(TokenizerPre, Gpt4oSplitsLikeTheRegex) {
+  using V = std::vector<std::string>;
+  const std::pair<std::string, V> cases[] = {
+      // Contractions are suffixes of a word, in either case.
+      {"it's IT'S It'S they'RE we'Ve I'm YOU'LL he'D don't",
+       {"it's", " IT'S", " It'S", " they'RE", " we'Ve", " I'm", " YOU'LL", " he'D", " don't"}},
+      {"'s 'S x 's rock'n'roll y'all'd 'LL",
+       {"'s", " '", "S", " x", " '", "s", " rock", "'n", "'roll", " y", "'all'd", " '", "LL"}},
+      {"A'LL ok!!\n\nyes (x) 12345", {"A'LL", " ok", "!!\n\n", "yes", " (", "x", ")", " ", "123", "45"}},
+      // Cased words: upper* lower+ first, else upper+.
+      {"CamelCase HTTPServer XMLHttpRequest iPhone ABC aBC",
+       {"Camel", "Case", " HTTPServer", " XMLHttp", "Request", " i", "Phone", " ABC", " a", "BC"}},
+      // Digits in threes.
+      {"1 12 123 1234 12345 123456 1234567 x2 abc123def $100",
+       {"1", " ", "12", " ", "123", " ", "123", "4", " ", "123", "45", " ", "123", "456", " ", "123", "456", "7",
+        " x", "2", " abc", "123", "def", " $", "100"}},
+      {"x\u00B2\u00B3\u2074\u2075", {"x", "\u00B2\u00B3\u2074", "\u2075"}},
+      // Punctuation takes the newlines and slashes after it.
+      {"a.\n/b foo!!\r\n\r\nbar http://x.com/a //\n//x",
+       {"a", ".\n/", "b", " foo", "!!\r\n\r\n", "bar", " http", "://", "x", ".com", "/a", " //\n//", "x"}},
+      {"x/\n\n/y end.\n  next", {"x", "/\n\n/", "y", " end", ".\n", " ", " next"}},
+      // White space: up to the last newline, all but the last before a word, all at the end.
+      {"a  \n  b", {"a", "  \n", " ", " b"}},
+      {"end  \n \t", {"end", "  \n", " \t"}},
+      {"\n\nfoo\r\n", {"\n\n", "foo", "\r\n"}},
+      {"\t\tfoo x   ", {"\t", "\tfoo", " x", "   "}},
+      {" \n x", {" \n", " x"}},
+      {"a\u3000b\u00A0c", {"a", "\u3000b", "\u00A0c"}},
+      // Non-ASCII letters are both cases; marks are not letters.
+      {"Ελληνικά ΑΒΓ δέλτα", {"Ελληνικά", " ΑΒΓ", " δέλτα"}},
+      {"École ÉCOLE NAÏVE naïve", {"École", " É", "COLE", " NAÏ", "VE", " naïve"}},
+      {"नमस्ते", {"नमस", "्त", "े"}},
+      {"สวัสดี", {"สว", "ัสด", "ี"}},
+      {"e\u0301t\u00E9 x e\u0301 y", {"e", "\u0301t\u00E9", " x", " e", "\u0301", " y"}},
+      {"你好，世界。日本語テキスト", {"你好", "，世界", "。日本語テキスト"}},
+      {"مرحبا بالعالم", {"مرحبا", " بالعالم"}},
+      // Emoji are punctuation-like: a word's prefix, or a run.
+      {"hi 😀😀! 😀abc 👍🏽ok 👨‍👩‍👧 🇯🇵\n",
+       {"hi", " 😀😀!", " 😀", "abc", " 👍🏽", "ok", " 👨‍👩‍👧", " 🇯🇵\n"}},
+      {"😀abc👍🏽ok", {"😀abc", "👍🏽", "ok"}},
+  };
+  for (const auto& [text, want] : cases) {
+    EXPECT_EQ(as_strings(bpe_pretokenize(text, BpePre::Gpt4o)), want) << text;
+    EXPECT_EQ(gpt4o_std_regex(text), want) << "the std::regex reference on " << text;
+  }
+  EXPECT_TRUE(bpe_pretokenize("", BpePre::Gpt4o).empty());
+}
+
+// Random text from the characters the regex tells apart.
+std::string gpt4o_fuzz_text(std::mt19937_64& rng) {
+  static const std::vector<std::string> kPieces = {
+      "a", "z", "q", "A", "Z", "Q", "'", "'s", "'S", "'t", "'re", "'RE", "'Ve", "'m", "'ll", "'LL", "'d", "'x",
+      "0", "5", "9", " ", " ", "  ", "\t", "\n", "\r", "\r\n", "\v", "\f", "/", "//", ".", "!", "$", "-", "\x01",
+      "\xC3\xA9", "\xC3\x89", "\xCE\xB1", "\xCE\x91", "\xC7\x85", "\xCA\xB0", "\xE4\xBD\xA0",  // é É α Α ǅ ʰ 你
+      "\xCC\x81", "\xE0\xA5\x8D", "\xE0\xA4\xA8",                                             // marks, न
+      "\xC2\xB2", "\xD9\xA3", "\xE2\x85\xA0",                                                 // ² ٣ Ⅰ
+      "\xC2\xA0", "\xE3\x80\x80", "\xC2\x85", "\xE2\x80\xA8",                                 // spaces
+      "\xE2\x80\x8D", "\xF0\x9F\x98\x80", "\xF0\x9F\x8F\xBD", "\xEF\xBC\x8C", "\xE2\x82\xAC",  // ZWJ 😀 🏽 ， €
+      "\xC3", "\xFF"};                                                                        // malformed
+  std::uniform_int_distribution<size_t> pick(0, kPieces.size() - 1);
+  std::uniform_int_distribution<int> count(0, 24);
+  std::string s;
+  for (int k = count(rng); k > 0; --k) s += kPieces[pick(rng)];
+  return s;
+}
+
+// The hand-written splitter against that reference, on fuzzed and mixed text.
+TEST(TokenizerPre, Gpt4oMatchesStdRegexReference) {
+  const uint64_t seed = fresh_seed();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  for (int k = 0; k < 4000; ++k) {
+    const std::string s = k % 4 == 3 ? random_text(rng) : gpt4o_fuzz_text(rng);
+    ASSERT_EQ(as_strings(bpe_pretokenize(s, BpePre::Gpt4o)), gpt4o_std_regex(s)) << printable(s);
+  }
+}
+
 constexpr BpePre kAllPre[] = {BpePre::Default, BpePre::Gpt2, BpePre::Llama3, BpePre::Qwen2, BpePre::Qwen35,
                               BpePre::DeepseekLlm, BpePre::DeepseekCoder, BpePre::Deepseek3, BpePre::Falcon,
-                              BpePre::Starcoder};
+                              BpePre::Starcoder, BpePre::Gpt4o};
 
 TEST(TokenizerPre, NamesMapToPreTokenizers) {
   EXPECT_EQ(bpe_pre_from_name("")->pre, BpePre::Default);
@@ -153,6 +299,14 @@ TEST(TokenizerPre, NamesMapToPreTokenizers) {
   EXPECT_TRUE(bpe_pre_from_name("llama-bpe")->ignore_merges);
   EXPECT_FALSE(bpe_pre_from_name("dbrx")->ignore_merges);
   EXPECT_EQ(bpe_pre_from_name("command-r")->pre, BpePre::Starcoder);
+  // llama.cpp's names for LLAMA_VOCAB_PRE_TYPE_GPT4O, and minimax-m2 (its own type, the same regex).
+  for (const char* name : {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}) {
+    ASSERT_TRUE(bpe_pre_from_name(name).has_value()) << name;
+    EXPECT_EQ(bpe_pre_from_name(name)->pre, BpePre::Gpt4o) << name;
+    EXPECT_FALSE(bpe_pre_from_name(name)->ignore_merges) << name;
+  }
+  EXPECT_FALSE(bpe_pre_from_name("gpt-4").has_value());
+  EXPECT_FALSE(bpe_pre_from_name("GPT-4o").has_value());
   EXPECT_FALSE(bpe_pre_from_name("Qwen2").has_value());
   EXPECT_FALSE(bpe_pre_from_name("tekken").has_value());
   EXPECT_NE(bpe_pre_known_names().find("deepseek-coder"), std::string::npos);
@@ -161,6 +315,9 @@ TEST(TokenizerPre, NamesMapToPreTokenizers) {
 TEST(TokenizerPre, LongRunsStayLinear) {
   std::string s = std::string(200000, ' ') + "1" + std::string(200000, '\t') + "\xE2\x98\x83";
   for (int k = 0; k < 20000; ++k) s += "\xE3\x80\x80" "a1.";
+  // GPT-4o's cased words back off over upper-case runs: long runs of both kinds.
+  s += "\xC3\x89" + std::string(200000, 'A') + "'S" + std::string(100000, 'b');
+  for (int k = 0; k < 20000; ++k) s += "\xC3\x89" "ABCDEFGH\xC3\x89" "x";
   for (BpePre pre : kAllPre) {
     const auto t0 = std::chrono::steady_clock::now();
     size_t bytes = 0;

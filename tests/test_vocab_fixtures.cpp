@@ -141,6 +141,22 @@ std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
 
 INSTANTIATE_TEST_SUITE_P(Vocab, VocabFixture, ::testing::ValuesIn(fixture_names()), param_name);
 
+// gpt-4o (o200k, gpt-oss's tokenizer.ggml.pre): llama.cpp ships no
+// ggml-vocab-gpt-4o.gguf test vectors, so this says whether the fixtures folder
+// has one; when it does, Vocab/VocabFixture.EncodesEveryInput/gpt_4o runs it.
+TEST(VocabGpt4o, FixtureRunsWhenPresent) {
+  const fs::path dir = test::fixtures_dir("vocab");
+  const fs::path base = dir.empty() ? fs::path() : dir / "ggml-vocab-gpt-4o.gguf";
+  if (base.empty() || !fs::exists(base) || !fs::exists(base.string() + ".inp") ||
+      !fs::exists(base.string() + ".out"))
+    GTEST_SKIP() << "no ggml-vocab-gpt-4o.gguf with .inp/.out in "
+                 << (dir.empty() ? std::string("../shared/fixtures/vocab (not found)") : dir.string())
+                 << " (llama.cpp's models/ has none either): the gpt-4o pre-tokenizer is checked by "
+                    "TokenizerPre.Gpt4o* only";
+  const std::vector<std::string> names = fixture_names();
+  EXPECT_NE(std::find(names.begin(), names.end(), "gpt-4o"), names.end());
+}
+
 // Tokenizer types other than BPE ("gpt2") and SentencePiece ("llama"), and
 // unknown pre-tokenizers, are one-line errors that name them.
 void expect_error_naming(const GgufWriter& w, const std::string& what) {
@@ -175,7 +191,7 @@ TEST(VocabTypes, UnknownPreTokenizerIsNamed) {
   expect_error_naming(small_vocab("gpt2", "not-a-real-pre"), "not-a-real-pre");
   // Known names and the defaults load.
   for (const char* pre : {"default", "gpt-2", "llama-bpe", "qwen2", "qwen35", "deepseek-llm", "deepseek-coder",
-                          "falcon", "starcoder", "refact", "command-r", "mpt"}) {
+                          "falcon", "starcoder", "refact", "command-r", "mpt", "gpt-4o", "llama4"}) {
     const auto f = GgufFile::from_memory(small_vocab("gpt2", pre).to_bytes(), "vocab.gguf");
     EXPECT_NO_THROW(Tokenizer::from_gguf(*f)) << pre;
   }

@@ -119,6 +119,46 @@ size_t llama3_word(const Span& s, size_t i) {
   return whitespace(s, i, true);
 }
 
+// GPT-4o (o200k). tokenizer.json's regex is
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+//   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|
+//   \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// but llama.cpp (LLAMA_VOCAB_PRE_TYPE_GPT4O) runs its rewrite
+//   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|
+//   [^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*(?:...same...)?|
+//   \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+// with std::regex over its one-byte-per-code-point collapsed text, and this follows
+// that: "upper" is a letter other than a-z and "lower" a letter other than A-Z, so
+// a non-ASCII letter is both; marks are not letters (they fall in the punctuation
+// class, or prefix a following word like any [^\r\n\p{L}\p{N}]).
+size_t gpt4o_word(const Span& s, size_t i) {
+  auto upper = [&](size_t k) { return s.L(k) && !in(s.c[k].cp, 'a', 'z'); };
+  auto lower = [&](size_t k) { return s.L(k) && !in(s.c[k].cp, 'A', 'Z'); };
+  const size_t w = !s.newline(i) && !s.L(i) && !s.N(i) && s.L(i + 1) ? i + 1 : i;
+  if (s.L(w)) {
+    // First alternative: upper* backs off from the whole run to the last place
+    // lower+ can start. The run it gives back (A-Z only) is the next word, so each
+    // code point is looked at a bounded number of times.
+    const size_t u = s.run(w, upper);
+    size_t k = u;
+    while (k > w && !lower(k)) --k;
+    size_t end;
+    if (lower(k))
+      end = s.run(k, lower);
+    else
+      end = u;  // second alternative: upper+ (all of the run: A-Z only), lower* (nothing)
+    return end < s.e ? contraction(s, end, true) : end;
+  }
+  if (s.N(i)) return s.run(i, [&](size_t k) { return s.N(k); }, 3);
+  auto punct = [&](size_t k) { return k < s.e && !s.S(k) && !s.L(k) && !s.N(k); };
+  {
+    const size_t k = s.c[i].cp == ' ' && punct(i + 1) ? i + 1 : i;
+    if (punct(k))
+      return s.run(s.run(k, punct), [&](size_t x) { return s.newline(x) || s.c[x].cp == '/'; });
+  }
+  return whitespace(s, i, true);
+}
+
 // DeepSeek V3: [ASCII punctuation][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
 //  ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 // As in llama.cpp, '~' is not in \p{S} (its ASCII symbol list lacks it).
@@ -266,6 +306,7 @@ constexpr Pass kDeepseekCoder[] = {run_pass<is_newline, 1>, space_run_pass<is_le
 constexpr Pass kDeepseek3[] = {run_pass<is_number, 3>, run_pass<deepseek3_cjk>, word_pass<deepseek3_word>};
 constexpr Pass kFalcon[] = {run_pass<punct_or_ascii_symbol<true>>, word_pass<gpt2_word>, digit3_pass};
 constexpr Pass kStarcoder[] = {run_pass<is_number, 1>, word_pass<gpt2_word>};
+constexpr Pass kGpt4o[] = {word_pass<gpt4o_word>};
 
 PassList passes_of(BpePre pre) {
   switch (pre) {
@@ -279,6 +320,7 @@ PassList passes_of(BpePre pre) {
     case BpePre::Deepseek3: return list(kDeepseek3);
     case BpePre::Falcon: return list(kFalcon);
     case BpePre::Starcoder: return list(kStarcoder);
+    case BpePre::Gpt4o: return list(kGpt4o);
   }
   return list(kGpt2);
 }
@@ -322,6 +364,11 @@ constexpr NamedPre kNames[] = {
     {"codeshell", BpePre::Starcoder, false},
     {"exaone", BpePre::Starcoder, false},
     {"minerva-7b", BpePre::Starcoder, false},
+    {"gpt-4o", BpePre::Gpt4o, false},
+    {"llama4", BpePre::Gpt4o, false},
+    {"kanana2", BpePre::Gpt4o, false},
+    {"talkie", BpePre::Gpt4o, false},
+    {"minimax-m2", BpePre::Gpt4o, false},  // its own type in llama.cpp, the same regex
 };
 
 }  // namespace

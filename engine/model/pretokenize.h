@@ -20,6 +20,8 @@ enum class BpePre {
   Deepseek3,      // \p{N}{1,3} | Han/kana runs | punctuation+ASCII word, letters+marks, ...
   Falcon,         // punctuation runs, GPT-2, 3-digit groups
   Starcoder,      // single digits, then GPT-2 (also refact, command-r, smollm, ...)
+  Gpt4o,          // o200k (gpt-oss, Llama 4): cased words with contraction suffixes, \p{N}{1,3},
+                  // punctuation+[\r\n/]*; letter case is ASCII-only, as in llama.cpp
 };
 
 struct BpePreInfo {
