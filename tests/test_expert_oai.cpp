@@ -65,7 +65,7 @@ struct BiasedExpert {
 // Biases large enough that the clamps of OaiSwiGLU are active on many rows.
 BiasedExpert make_biased(std::mt19937& rng, GgmlType g, GgmlType u, GgmlType d) {
   BiasedExpert e{make_expert(rng, g, u, d, kEmbd, kFf), gaussian(rng, kFf, 5.f), gaussian(rng, kFf, 5.f),
-                 gaussian(rng, kEmbd, 1.f)};
+                 gaussian(rng, kEmbd, 4.f)};
   return e;
 }
 
