@@ -94,8 +94,8 @@ void round_like_activation(GgmlType weight_type, float* v, int64_t n, std::vecto
 
 // Scratch reused across calls from the same thread (no per-layer allocation).
 struct Scratch {
-  std::vector<float> h;     // entry e: silu(gate x) * up x, n_ff floats
-  std::vector<float> y;     // entry e: down h, n_embd floats
+  std::vector<float> h;     // entry e: act(gate x + gate_b, up x + up_b), n_ff floats
+  std::vector<float> y;     // entry e: down h + down_b, n_embd floats
   std::vector<float> xact;  // Q8 mode: x rounded like each activation type, per token
 };
 
@@ -165,7 +165,7 @@ void expert_ffn_batched(const ExpertBatch* batches, int n_batches, const float* 
     }
   }
 
-  // h = silu(gate x) * up x for every entry, items of (batch, gate/up rows).
+  // h = act(gate x + gate_b, up x + up_b) for every entry, items of (batch, gate/up rows).
   const std::vector<RowItem> ff_items = row_items(batches, n_batches, n_ff, pool.size());
   pool.parallel_for(static_cast<int64_t>(ff_items.size()), [&](int64_t begin, int64_t end) {
     std::vector<float> u;
@@ -179,9 +179,8 @@ void expert_ffn_batched(const ExpertBatch* batches, int n_batches, const float* 
       matmul_rows_f32(e.gate_type, e.gate, gate_x.data() + e0, n, g, n_ff, r0, r1, n_embd);
       matmul_rows_f32(e.up_type, e.up, up_x.data() + e0, n, u.data(), rows, r0, r1, n_embd);
       for (int i = 0; i < n; ++i) {
-        float* gi = g + i * n_ff;
-        const float* ui = u.data() + i * rows;
-        for (int64_t r = 0; r < rows; ++r) gi[r] = gi[r] / (1.f + std::exp(-gi[r])) * ui[r];
+        glu_rows(e.act, g + i * n_ff, u.data() + i * rows, rows, e.gate_b ? e.gate_b + r0 : nullptr,
+                 e.up_b ? e.up_b + r0 : nullptr);
       }
     }
   });
@@ -196,7 +195,7 @@ void expert_ffn_batched(const ExpertBatch* batches, int n_batches, const float* 
     });
   }
 
-  // y = down h for every entry, items of (batch, down rows).
+  // y = down h + down_b for every entry, items of (batch, down rows).
   std::vector<const float*> h_rows(s.n_entries);
   for (int64_t e = 0; e < s.n_entries; ++e) h_rows[e] = h + e * n_ff;
   const std::vector<RowItem> embd_items = row_items(batches, n_batches, n_embd, pool.size());
@@ -207,6 +206,11 @@ void expert_ffn_batched(const ExpertBatch* batches, int n_batches, const float* 
       const int64_t e0 = first[b];
       matmul_rows_f32(e.down_type, e.down, h_rows.data() + e0, batches[b].n, y + e0 * n_embd + r0, n_embd, r0, r1,
                       n_ff);
+      if (e.down_b)
+        for (int i = 0; i < batches[b].n; ++i) {
+          float* yi = y + (e0 + i) * n_embd;
+          for (int64_t r = r0; r < r1; ++r) yi[r] += e.down_b[r];
+        }
     }
   });
 

@@ -1,7 +1,8 @@
 #pragma once
 // One routed expert applied to several tokens at once (prompt processing in
 // offload modes), reading its weights once for all of them:
-//   out[tok[i]*out_stride ..] += weight[i] * down(silu(gate x_i) * up x_i)
+//   out[tok[i]*out_stride ..] += weight[i] * y(x_i)   (y: see ExpertView; its
+// activation and optional biases)
 // with x_i = x + tok[i]*x_stride. Rows of the three matrices are split over
 // the pool's threads; token i's output rows are written by one thread each.
 #include <cstdint>

@@ -52,8 +52,17 @@ class ActivationCache {
   std::vector<std::pair<GgmlType, std::vector<uint8_t>>> entries_;
 };
 
+// out[r] += w * (y[r - begin] + down_b[r]) for r in [begin, end).
+void add_down(const ExpertView& e, float w, const float* y, float* out, int64_t begin, int64_t end) {
+  if (e.down_b) {
+    for (int64_t r = begin; r < end; ++r) out[r] += w * (y[r - begin] + e.down_b[r]);
+  } else {
+    for (int64_t r = begin; r < end; ++r) out[r] += w * y[r - begin];
+  }
+}
+
 // f32 activations: gate/up rows of all experts split across the pool, the
-// hidden vector h = silu(g) * u kept in f32, then the down rows.
+// hidden vector h = act(g + gate_b, u + up_b) kept in f32, then the down rows.
 void moe_ffn_f32(const ExpertView* experts, const float* weights, int n, const float* x, float* out,
                  ThreadPool& pool) {
   const int64_t n_embd = experts[0].n_embd, n_ff = experts[0].n_ff;
@@ -66,7 +75,7 @@ void moe_ffn_f32(const ExpertView* experts, const float* weights, int n, const f
       float* u = up_out.data() + k * n_ff;
       matvec_rows_f32(e.gate_type, e.gate, x, g + r0, r0, r1, n_embd);
       matvec_rows_f32(e.up_type, e.up, x, u + r0, r0, r1, n_embd);
-      for (int64_t r = r0; r < r1; ++r) g[r] = g[r] / (1.f + std::exp(-g[r])) * u[r];
+      glu_rows(e.act, g + r0, u + r0, r1 - r0, e.gate_b ? e.gate_b + r0 : nullptr, e.up_b ? e.up_b + r0 : nullptr);
       i += r1 - r0;
     }
   });
@@ -75,7 +84,7 @@ void moe_ffn_f32(const ExpertView* experts, const float* weights, int n, const f
     std::fill(out + begin, out + end, 0.f);
     for (int k = 0; k < n; ++k) {
       matvec_rows_f32(experts[k].down_type, experts[k].down, h.data() + k * n_ff, y.data(), begin, end, n_ff);
-      for (int64_t r = begin; r < end; ++r) out[r] += weights[k] * y[r - begin];
+      add_down(experts[k], weights[k], y.data(), out, begin, end);
     }
   });
 }
@@ -96,7 +105,7 @@ void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const f
     xq_up[k] = xcache.get(experts[k].up_type);
   }
 
-  // h[k][r] = silu(gate_k x)[r] * (up_k x)[r], rows of all experts split across the pool.
+  // h[k][r] = act(gate_k x + gate_b, up_k x + up_b)[r], rows of all experts split across the pool.
   std::vector<float> gate_out(n * n_ff), up_out(n * n_ff);
   pool.parallel_for(n * n_ff, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end;) {
@@ -106,7 +115,7 @@ void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const f
       float* u = up_out.data() + k * n_ff;
       matvec_rows(e.gate_type, e.gate, xq_gate[k], g + r0, r0, r1, n_embd);
       matvec_rows(e.up_type, e.up, xq_up[k], u + r0, r0, r1, n_embd);
-      for (int64_t r = r0; r < r1; ++r) g[r] = g[r] / (1.f + std::exp(-g[r])) * u[r];
+      glu_rows(e.act, g + r0, u + r0, r1 - r0, e.gate_b ? e.gate_b + r0 : nullptr, e.up_b ? e.up_b + r0 : nullptr);
       i += r1 - r0;
     }
   });
@@ -124,7 +133,7 @@ void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const f
     std::fill(out + begin, out + end, 0.f);
     for (int k = 0; k < n; ++k) {
       matvec_rows(experts[k].down_type, experts[k].down, hq.data() + hq_offset[k], y.data(), begin, end, n_ff);
-      for (int64_t r = begin; r < end; ++r) out[r] += weights[k] * y[r - begin];
+      add_down(experts[k], weights[k], y.data(), out, begin, end);
     }
   });
 }

@@ -2,6 +2,7 @@
 // CPU evaluation of routed MoE experts (SwiGLU FFN) on quantized weights.
 #include <cstdint>
 
+#include "cpu/ffn_act.h"
 #include "cpu/quant.h"
 
 namespace vkmoe {
@@ -9,7 +10,10 @@ namespace vkmoe {
 class ThreadPool;
 
 // One expert's weights in ggml layout: gate/up are n_ff rows of n_embd,
-// down is n_embd rows of n_ff.
+// down is n_embd rows of n_ff. Optional f32 biases (null: none): gate_b and
+// up_b of n_ff, down_b of n_embd. The expert computes
+//   y = down (act(gate x + gate_b, up x + up_b)) + down_b
+// and the caller's weight multiplies all of y (down_b included).
 struct ExpertView {
   GgmlType gate_type, up_type, down_type;
   const uint8_t* gate;
@@ -17,6 +21,10 @@ struct ExpertView {
   const uint8_t* down;
   int n_embd;
   int n_ff;
+  const float* gate_b = nullptr;
+  const float* up_b = nullptr;
+  const float* down_b = nullptr;
+  GluAct act = GluAct::SiLU;
 };
 
 // How activations meet the quantized weights: Q8 quantizes x and the hidden
@@ -25,7 +33,8 @@ struct ExpertView {
 // kernels, so offloading an expert does not change the result beyond rounding).
 enum class CpuActivations { Q8, F32 };
 
-// out[n_embd] = sum_k weights[k] * down_k(silu(gate_k x) * up_k x); out is
+// out[n_embd] = sum_k weights[k] * y_k (ExpertView: y = down(act(gate x + gate_b,
+// up x + up_b)) + down_b; SiLU: silu(g) * u); out is
 // overwritten. n == 0 is a no-op (out untouched: there is no n_embd to zero).
 // All experts must share n_embd and n_ff; bad shapes/types throw Error.
 void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const float* x, float* out,

@@ -1,1 +1,2 @@
 vkmoe_shader(add_rows add_rows.comp)
+vkmoe_shader(bias_rows bias_rows.comp)

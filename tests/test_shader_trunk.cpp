@@ -27,7 +27,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; uint32_t check; };
 struct AxpyPush { uint32_t n, items, x_off, a_off, y_off, mode; float scale; };
-struct SwigluPush { uint32_t n, g_off, u_off; };
+struct SwigluPush { uint32_t n, g_off, u_off, act; };
 struct CombineNormPush { uint32_t n, items; float eps; uint32_t check; };
 constexpr uint32_t kNone = 0xFFFFFFFFu;
 
@@ -97,7 +97,7 @@ TEST(ShaderTrunk, AxpyModesAndSwiglu) {
   }
   auto g = e.randn(n, 3.f), u = e.randn(n);
   Buffer bg = e.buf(g), bu = e.buf(u);
-  e.run("swiglu", {bg, bu}, SwigluPush{n, 0, 0}, (n + 255) / 256);
+  e.run("swiglu", {bg, bu}, SwigluPush{n, 0, 0, 0}, (n + 255) / 256);
   std::vector<float> want(n);
   for (uint32_t i = 0; i < n; ++i) want[i] = silu(g[i]) * u[i];
   expect_close(e.read(bg, n), want, 1e-5, "swiglu");

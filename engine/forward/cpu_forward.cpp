@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu/ffn_act.h"
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
 #include "cpu/rope.h"
@@ -58,13 +59,35 @@ void CpuForward::matvec(const Weight& w, const float* x, float* y, int expert) c
   });
 }
 
+namespace {
+
+// Row e of a {width, n_expert} bias table, as floats.
+std::vector<float> bias_row(const Weight& b, int e, int width) {
+  std::vector<float> v(width);
+  dequantize_row(b.type(), b.row(e), v.data(), width);
+  return v;
+}
+
+}  // namespace
+
 void CpuForward::swiglu_ffn(const Weight& gate, const Weight& up, const Weight& down, int expert,
-                            const float* x, float* out, int n_ff) const {
+                            const float* x, float* out, int n_ff, FfnAct act, const LayerWeights* biases) const {
   std::vector<float> g(n_ff), u(n_ff);
   matvec(gate, x, g.data(), expert);
   matvec(up, x, u.data(), expert);
-  for (int i = 0; i < n_ff; ++i) g[i] = silu(g[i]) * u[i];
+  if (biases) {
+    const std::vector<float> gb = bias_row(biases->gate_exps_b, expert, n_ff);
+    const std::vector<float> ub = bias_row(biases->up_exps_b, expert, n_ff);
+    for (int i = 0; i < n_ff; ++i) g[i] += gb[i], u[i] += ub[i];
+  }
+  const GluAct a = act == FfnAct::OaiSwiGLU ? GluAct::OaiSwiGLU : GluAct::SiLU;
+  for (int i = 0; i < n_ff; ++i) g[i] = glu(a, g[i], u[i]);
   matvec(down, g.data(), out, expert);
+  if (biases) {
+    const int E = static_cast<int>(down.out());
+    const std::vector<float> db = bias_row(biases->down_exps_b, expert, E);
+    for (int i = 0; i < E; ++i) out[i] += db[i];
+  }
 }
 
 void CpuForward::ffn_moe(int il, const float* x, float* out) {
@@ -82,11 +105,12 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   std::fill(out, out + E, 0.f);
   std::vector<float> y(E);
   for (int j = 0; j < K; ++j) {
-    swiglu_ffn(l.gate_exps, l.up_exps, l.down_exps, r.experts[j], x, y.data(), c_.n_ff_exp);
+    swiglu_ffn(l.gate_exps, l.up_exps, l.down_exps, r.experts[j], x, y.data(), c_.n_ff_exp, l.spec.act,
+               l.spec.expert_bias ? &l : nullptr);
     for (int i = 0; i < E; ++i) out[i] += r.weights[j] * y[i];
   }
   if (l.spec.shared != SharedExpert::None) {
-    swiglu_ffn(l.gate_shexp, l.up_shexp, l.down_shexp, -1, x, y.data(), c_.n_ff_shexp);
+    swiglu_ffn(l.gate_shexp, l.up_shexp, l.down_shexp, -1, x, y.data(), c_.n_ff_shexp, l.spec.act);
     float gate = 1.f;
     if (l.spec.shared == SharedExpert::Gated) {
       double g = 0;
@@ -188,7 +212,7 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
       if (l.spec.moe)
         ffn_moe(il, xn.data(), f.data());
       else
-        swiglu_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, -1, xn.data(), f.data(), c_.n_ff);
+        swiglu_ffn(l.ffn_gate, l.ffn_up, l.ffn_down, -1, xn.data(), f.data(), c_.n_ff, l.spec.act);
       for (int i = 0; i < E; ++i) xt[i] += f[i];
       check_finite(xt, E, non_finite_site::layer_input(il + 1));
     }

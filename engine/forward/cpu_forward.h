@@ -40,8 +40,11 @@ class CpuForward {
  private:
   void matvec(const Weight& w, const float* x, float* y, int expert = -1) const;
   void ffn_moe(int il, const float* x, float* out);
+  // out = down(act(gate x + b_gate, up x + b_up)) + b_down; the biases are
+  // expert `expert`'s rows of biases' *_exps_b tables (null: none).
   void swiglu_ffn(const Weight& gate, const Weight& up, const Weight& down, int expert,
-                  const float* x, float* out, int n_ff) const;
+                  const float* x, float* out, int n_ff, FfnAct act = FfnAct::SiLU,
+                  const LayerWeights* biases = nullptr) const;
 
   const Model& model_;
   const ModelConfig& c_;

@@ -116,12 +116,17 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     prof_ = std::make_unique<vk::TimestampPool>(*ctx_, 64 * c_.n_layer + 16);
 
   if (offload_) {
-    for (const LayerWeights& l : m.layers()) probs_bias_.push_back(to_f32(l.exp_probs_b));
+    for (const LayerWeights& l : m.layers()) {
+      probs_bias_.push_back(to_f32(l.exp_probs_b));
+      for (const Weight* b : {&l.gate_exps_b, &l.up_exps_b, &l.down_exps_b})
+        exp_bias_f32_.push_back(l.spec.expert_bias && b->type() != GgmlType::F32 ? to_f32(*b) : std::vector<float>{});
+    }
     pool_ = std::make_unique<ThreadPool>(o.threads);
     prev_route_.assign(c_.n_layer, {});
     predicted_.assign(c_.n_layer, {});
     allocate_expert_cache();
     host_ids_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert slot ids");
+    host_eids_ = ctx_->create_buffer(K * 4, MemoryKind::Upload, "expert ids");
     const MoeTableLayout table = MoeTableLayout::make(n_ubatch_, uint32_t(K), uint32_t(N));
     for (int h = 0; h < 2; ++h) {
       host_wts_[h] = ctx_->create_buffer(n_ubatch_ * K * 4, MemoryKind::Upload, "expert weights (host)");
@@ -130,6 +135,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     }
     cpu_out_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "CPU expert output");
     if (staging_slots_ > 0 && n_ubatch_ > 1) allocate_staging();
+    const uint64_t groups = std::max<uint64_t>({N, uint64_t(cache_->slots()), uint64_t(staging_slots_)});
+    for (auto& parity : host_group_expert_)
+      for (vk::Buffer& b : parity) b = ctx_->create_buffer(groups * 4, MemoryKind::Upload, "expert of each group");
   }
   if (!vram_shortfall_.empty()) warn_vram_fallback(planned_staging);
 }

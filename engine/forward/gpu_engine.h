@@ -116,6 +116,13 @@ class GpuEngine final : public Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<ExpertCache> cache_;
   vk::Buffer host_ids_, host_wts_[2], host_table_[2][2], cpu_out_;  // [parity][cache|staging]
+  // Per-expert biases in offload modes: the expert of each decode item
+  // (host_ids_ holds slots) and of each group of a prefill table.
+  vk::Buffer host_eids_, host_group_expert_[2][2];  // [parity][cache|staging]
+  // f32 copies of layers' non-F32 expert bias tables, [layer][gate|up|down]
+  // (empty: the tensor is F32 and read in place), for the CPU's ExpertViews.
+  std::vector<std::vector<float>> exp_bias_f32_;
+  const float* expert_bias(int il, int which, int e) const;
   std::vector<std::vector<int>> prev_route_, predicted_;
   std::vector<std::pair<int, int>> pending_admit_;
   // Prompt processing in offload modes: staging slots (two halves used by

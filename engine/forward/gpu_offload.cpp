@@ -16,10 +16,26 @@
 
 namespace vkmoe {
 
+// Expert e's row of layer il's bias table `which` (0 gate, 1 up, 2 down) as floats.
+const float* GpuEngine::expert_bias(int il, int which, int e) const {
+  const LayerWeights& lw = m_.layers()[il];
+  const Weight& b = which == 0 ? lw.gate_exps_b : which == 1 ? lw.up_exps_b : lw.down_exps_b;
+  const int64_t width = b.in();
+  const std::vector<float>& copy = exp_bias_f32_[size_t(il) * 3 + which];
+  return (copy.empty() ? b.f32() : copy.data()) + int64_t(e) * width;
+}
+
 ExpertView GpuEngine::expert_view(int il, int e) const {
   const LayerWeights& lw = m_.layers()[il];
-  return {lw.gate_exps.type(), lw.up_exps.type(), lw.down_exps.type(), lw.gate_exps.expert(e),
-          lw.up_exps.expert(e), lw.down_exps.expert(e), c_.n_embd, c_.n_ff_exp};
+  ExpertView v{lw.gate_exps.type(), lw.up_exps.type(), lw.down_exps.type(), lw.gate_exps.expert(e),
+               lw.up_exps.expert(e), lw.down_exps.expert(e), c_.n_embd, c_.n_ff_exp};
+  if (lw.spec.expert_bias) {
+    v.gate_b = expert_bias(il, 0, e);
+    v.up_b = expert_bias(il, 1, e);
+    v.down_b = expert_bias(il, 2, e);
+  }
+  v.act = lw.spec.act == FfnAct::OaiSwiGLU ? GluAct::OaiSwiGLU : GluAct::SiLU;
+  return v;
 }
 
 // One timed CPU pass of a layer-0 expert over a few tokens seeds the CPU cost.
@@ -73,7 +89,7 @@ void GpuEngine::record_offload_b(vk::Recorder& r, int il) {
   if (cache_->slots() > 0) {
     prog_->experts_decode(r, il, {&cache_->gate_pool(il), &cache_->up_pool(il), &cache_->down_pool(il),
                                   uint32_t(cache_->slots())},
-                          host_ids_);
+                          host_ids_, &host_eids_);
     // Items computed on the CPU have weight 0 here (their stale, finite outputs drop out).
     prog_->combine_decode(r, host_wts_[0]);
   }
@@ -150,11 +166,13 @@ void GpuEngine::route_offload(int il, std::vector<vk::SyncPoint>& waits, std::ve
   prev_route_[il] = ids;
   cache_->drain();
   int32_t* slot_ids = host_ids_.as<int32_t>();
+  int32_t* expert_ids = host_eids_.as<int32_t>();
   float* slot_w = host_wts_[0].as<float>();
   int hits = 0;
   for (int j = 0; j < K; ++j) {
     std::optional<int> slot = cache_->lookup(il, ids[j], waits);
     slot_ids[j] = slot ? *slot : -1;
+    expert_ids[j] = slot ? ids[j] : -1;
     slot_w[j] = slot ? w[j] : 0.f;
     if (slot) {
       ++hits;
@@ -283,16 +301,21 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     std::memcpy(host_wts_[h].as<float>(), wts.data(), wts.size() * 4);
     vk::Recorder& rb = next_recorder();
     // One grouped pass per weight pool, its table built here from the groups of each expert.
-    auto run_pool = [&](const ExpertBuffers& pool, const std::vector<int32_t>& group_of, const vk::Buffer& table) {
+    // The expert of each group (slot) goes along for the per-expert biases.
+    auto run_pool = [&](const ExpertBuffers& pool, const std::vector<int32_t>& group_of, int t) {
+      const vk::Buffer& table = host_table_[h][t];
       vk::build_moe_table(ids.data(), MoeTableLayout::make(n, K, pool.count), group_of.data(), N, table.as<uint32_t>());
-      prog_->experts_grouped(rb, il, pool, table, host_wts_[h], n);
+      int32_t* expert_of = host_group_expert_[h][t].as<int32_t>();
+      std::fill(expert_of, expert_of + pool.count, -1);
+      for (uint32_t e = 0; e < N; ++e)
+        if (group_of[e] >= 0) expert_of[group_of[e]] = int32_t(e);
+      prog_->experts_grouped(rb, il, pool, table, host_wts_[h], n, &host_group_expert_[h][t]);
     };
     if (cached > 0)
       run_pool({&cache_->gate_pool(il), &cache_->up_pool(il), &cache_->down_pool(il), uint32_t(cache_->slots())},
-               cache_group, host_table_[h][0]);
+               cache_group, 0);
     if (staged > 0)
-      run_pool({&staging_[h].gate, &staging_[h].up, &staging_[h].down, uint32_t(staging_slots_)}, stage_group,
-               host_table_[h][1]);
+      run_pool({&staging_[h].gate, &staging_[h].up, &staging_[h].down, uint32_t(staging_slots_)}, stage_group, 1);
     // Expert-cache mode keeps the most used uploaded experts: a device copy from staging.
     std::vector<std::pair<int, int>> kept;  // (cache slot, expert)
     if (plan_.mode == PlanMode::ExpertCache && staged > 0) {

@@ -17,7 +17,10 @@ struct AddRowsPush {
   uint32_t n, rows, x_off, x_stride, a_off, y_off, y_stride, mode;
 };
 struct SwigluPush {
-  uint32_t n, g_off, u_off;
+  uint32_t n, g_off, u_off, act;
+};
+struct BiasRowsPush {
+  uint32_t width, rows, y_stride, id_off, rows_per_id, use_map, n_bias;
 };
 
 uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -89,13 +92,25 @@ void GpuOps::add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t 
   r.dispatch(p, {*x.buf, a ? vk::BufferRange(*a) : vk::BufferRange(*x.buf), *y.buf}, pc, div_up(width, 256), n);
 }
 
-void GpuOps::swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count) const {
+void GpuOps::swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count, FfnAct act) const {
   const auto& p = ctx_.pipeline("swiglu", 2, sizeof(SwigluPush));
   const uint64_t per_dispatch = 65535ull * 256;
+  const uint32_t a = act == FfnAct::OaiSwiGLU ? 1u : 0u;
   for (uint64_t off = 0; off < count; off += per_dispatch) {
     const uint64_t n = std::min(per_dispatch, count - off);
-    r.dispatch(p, {g, u}, SwigluPush{uint32_t(n), uint32_t(off), uint32_t(off)}, div_up(n, 256));
+    r.dispatch(p, {g, u}, SwigluPush{uint32_t(n), uint32_t(off), uint32_t(off), a}, div_up(n, 256));
   }
+}
+
+void GpuOps::bias_rows(vk::Recorder& r, const BiasRows& a) const {
+  if (a.rows == 0 || a.width == 0) return;
+  if (!a.bias || !a.ids || !a.y || a.rows_per_id == 0 || a.y_stride < a.width)
+    throw Error("internal error: bias_rows with missing buffers or bad strides");
+  const auto& p = ctx_.pipeline("bias_rows", 4, sizeof(BiasRowsPush));
+  const BiasRowsPush pc{a.width, a.rows, a.y_stride, a.id_off, a.rows_per_id, a.map ? 1u : 0u, a.n_bias};
+  const uint32_t groups_y = std::min<uint32_t>(a.rows, ctx_.info().max_workgroup_count[1]);
+  r.dispatch(p, {*a.bias, *a.ids, a.map ? vk::BufferRange(*a.map) : vk::BufferRange(*a.ids), *a.y}, pc,
+             div_up(a.width, 256), groups_y);
 }
 
 }  // namespace vkmoe

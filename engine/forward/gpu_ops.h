@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "engine/forward/gpu_weights.h"
+#include "engine/model/layer_spec.h"
 #include "engine/vulkan/vk_gemm.h"
 #include "engine/vulkan/vk_runtime.h"
 
@@ -40,8 +41,23 @@ class GpuOps {
   // y[t] += alpha(t) * x[t] (x.stride 0 broadcasts one row); alpha from a[t].
   void add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s = Scale::One,
                 const vk::Buffer* a = nullptr, uint32_t a_off = 0) const;
-  // g[i] = silu(g[i]) * u[i] for count contiguous values.
-  void swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count) const;
+  // g[i] = act(g[i], u[i]) for count contiguous values (SiLU: silu(g) * u;
+  // OaiSwiGLU: gpt-oss's clamped variant, cpu/ffn_act.h).
+  void swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count,
+              FfnAct act = FfnAct::SiLU) const;
+  // Rows of a bias table (n_bias rows of width floats) added to y, chosen by ids:
+  // y[r * y_stride + i] += bias[e * width + i] with e = ids[id_off + r / rows_per_id],
+  // mapped through map[e] when map is given; rows with e < 0 or >= n_bias are skipped.
+  struct BiasRows {
+    const vk::Buffer* bias = nullptr;
+    uint32_t width = 0, n_bias = 0;
+    const vk::Buffer* ids = nullptr;
+    uint32_t id_off = 0, rows_per_id = 1;
+    const vk::Buffer* map = nullptr;  // optional: id -> bias row
+    const vk::Buffer* y = nullptr;
+    uint32_t y_stride = 0, rows = 0;
+  };
+  void bias_rows(vk::Recorder& r, const BiasRows& a) const;
 
  private:
   vk::Context& ctx_;

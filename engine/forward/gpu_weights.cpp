@@ -14,16 +14,18 @@ class ModelUploader {
   ModelUploader(vk::Context& ctx, uint64_t total, const char* what)
       : ctx_(ctx), up_(ctx, 64ull << 20, 4), progress_(std::string("uploading ") + what + " to VRAM", total, 256ull << 20) {}
 
-  GpuTensor tensor(const Weight& w, const std::string& what) {
+  // as_f32: a table of vectors (per-expert biases) the GPU reads as f32 rows.
+  GpuTensor tensor(const Weight& w, const std::string& what, bool as_f32 = false) {
     GpuTensor t;
     if (!w) return t;
     t.ncols = static_cast<uint32_t>(w.in());
     t.nrows = static_cast<uint32_t>(w.t->nrows());
-    if (t.nrows == 1 && w.type() != GgmlType::F32) {  // norm / bias vectors are read as f32
-      std::vector<float> v(t.ncols);
-      dequantize_row(w.type(), w.t->data, v.data(), t.ncols);
-      t.buf = ctx_.create_buffer((uint64_t(t.ncols) * 4 + 15) / 16 * 16, MemoryKind::Device, what);
-      up_.enqueue(t.buf, 0, v.data(), uint64_t(t.ncols) * 4);
+    if ((t.nrows == 1 || as_f32) && w.type() != GgmlType::F32) {  // norm / bias vectors are read as f32
+      const uint64_t count = uint64_t(t.ncols) * t.nrows;
+      std::vector<float> v(count);
+      for (uint32_t r = 0; r < t.nrows; ++r) dequantize_row(w.type(), w.row(r), v.data() + uint64_t(r) * t.ncols, t.ncols);
+      t.buf = ctx_.create_buffer((count * 4 + 15) / 16 * 16, MemoryKind::Device, what);
+      up_.enqueue(t.buf, 0, v.data(), count * 4);
     } else {
       t.type = w.type();
       t.buf = ctx_.create_buffer((w.t->nbytes + 15) / 16 * 16, MemoryKind::Device, what);
@@ -51,6 +53,7 @@ struct LayerTensor {
   Weight LayerWeights::*src;
   GpuTensor GpuLayer::*dst;
   const char* name;
+  bool as_f32 = false;  // every row as f32 (bias tables), whatever the file's type
 };
 constexpr LayerTensor kTrunkTensors[] = {
     {&LayerWeights::attn_norm, &GpuLayer::attn_norm, "attn_norm"},
@@ -72,9 +75,9 @@ constexpr LayerTensor kTrunkTensors[] = {
     {&LayerWeights::router, &GpuLayer::router, "ffn_gate_inp"},
     {&LayerWeights::router_b, &GpuLayer::router_b, "ffn_gate_inp.bias"},
     {&LayerWeights::exp_probs_b, &GpuLayer::exp_probs_b, "exp_probs_b"},
-    {&LayerWeights::gate_exps_b, &GpuLayer::gate_exps_b, "ffn_gate_exps.bias"},
-    {&LayerWeights::up_exps_b, &GpuLayer::up_exps_b, "ffn_up_exps.bias"},
-    {&LayerWeights::down_exps_b, &GpuLayer::down_exps_b, "ffn_down_exps.bias"},
+    {&LayerWeights::gate_exps_b, &GpuLayer::gate_exps_b, "ffn_gate_exps.bias", true},
+    {&LayerWeights::up_exps_b, &GpuLayer::up_exps_b, "ffn_up_exps.bias", true},
+    {&LayerWeights::down_exps_b, &GpuLayer::down_exps_b, "ffn_down_exps.bias", true},
     {&LayerWeights::shexp_gate, &GpuLayer::shexp_gate, "ffn_gate_inp_shexp"},
     {&LayerWeights::gate_shexp, &GpuLayer::gate_shexp, "ffn_gate_shexp"},
     {&LayerWeights::up_shexp, &GpuLayer::up_shexp, "ffn_up_shexp"},
@@ -98,7 +101,7 @@ uint64_t layer_bytes(const Model& m, const LayerTensor (&table)[N]) {
 template <size_t N>
 void upload_layer(ModelUploader& up, const LayerWeights& w, int il, GpuLayer& l, const LayerTensor (&table)[N]) {
   const std::string p = "blk." + std::to_string(il) + ".";
-  for (const LayerTensor& t : table) l.*t.dst = up.tensor(w.*t.src, p + t.name);
+  for (const LayerTensor& t : table) l.*t.dst = up.tensor(w.*t.src, p + t.name, t.as_f32);
 }
 
 }  // namespace

@@ -106,12 +106,12 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
 }
 
 void LayerProgram::swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down,
-                              uint32_t width, const vk::Buffer& out, uint32_t n, bool acc) const {
+                              uint32_t width, const vk::Buffer& out, uint32_t n, bool acc, FfnAct act) const {
   const Rows xn(a_.xn, c_.n_embd);
   ops_.linear(r, gate, xn, Rows(a_.g, width), n);
   ops_.linear(r, up, xn, Rows(a_.u, width), n);
   r.barrier();
-  ops_.swiglu(r, a_.g, a_.u, uint64_t(n) * width);
+  ops_.swiglu(r, a_.g, a_.u, uint64_t(n) * width, act);
   r.barrier();
   ops_.linear(r, down, Rows(a_.g, width), Rows(out, c_.n_embd), n, acc);
   r.barrier();
@@ -119,7 +119,7 @@ void LayerProgram::swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuT
 
 void LayerProgram::dense_ffn(vk::Recorder& r, int il, uint32_t n) const {
   const GpuLayer& g = g_.layers[il];
-  swiglu_ffn(r, g.ffn_gate, g.ffn_up, g.ffn_down, c_.n_ff, a_.x, n, /*acc=*/true);
+  swiglu_ffn(r, g.ffn_gate, g.ffn_up, g.ffn_down, c_.n_ff, a_.x, n, /*acc=*/true, m_.layers()[il].spec.act);
   mark_(r, "dense ffn");
 }
 
@@ -130,7 +130,8 @@ void LayerProgram::shared_expert(vk::Recorder& r, int il, uint32_t n) const {
   const uint32_t E = c_.n_embd;
   const bool gated = kind == SharedExpert::Gated;
   if (gated) ops_.linear(r, g.shexp_gate, Rows(a_.xn, E), Rows(a_.gate1, 1), n);  // done by the FFN's first barrier
-  swiglu_ffn(r, g.gate_shexp, g.up_shexp, g.down_shexp, c_.n_ff_shexp, a_.so, n, /*acc=*/false);
+  swiglu_ffn(r, g.gate_shexp, g.up_shexp, g.down_shexp, c_.n_ff_shexp, a_.so, n, /*acc=*/false,
+             m_.layers()[il].spec.act);
   ops_.add_rows(r, Rows(a_.so, E), Rows(a_.x, E), E, n,
                 gated ? GpuOps::Scale::SigmoidOfRow : GpuOps::Scale::One, &a_.gate1);
   r.barrier();
@@ -205,8 +206,38 @@ void LayerProgram::combine_decode(vk::Recorder& r, const vk::Buffer& wts) const 
   mark_(r, "combine");
 }
 
-void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& ids) const {
+void LayerProgram::expert_biases(vk::Recorder& r, int il, bool down, const vk::Buffer& ids, uint32_t id_off,
+                                 uint32_t rows_per_id, const vk::Buffer* map, uint32_t rows) const {
+  const GpuLayer& g = g_.layers[il];
+  const uint32_t E = c_.n_embd, F = c_.n_ff_exp, N = c_.n_expert;
+  GpuOps::BiasRows b;
+  b.n_bias = N;
+  b.ids = &ids;
+  b.id_off = id_off;
+  b.rows_per_id = rows_per_id;
+  b.map = map;
+  b.rows = rows;
+  if (down) {
+    b.bias = &g.down_exps_b.buf;
+    b.width = b.y_stride = E;
+    b.y = &a_.eo;
+    ops_.bias_rows(r, b);
+    return;
+  }
+  b.width = b.y_stride = F;
+  b.bias = &g.gate_exps_b.buf;
+  b.y = &a_.eg;
+  ops_.bias_rows(r, b);
+  b.bias = &g.up_exps_b.buf;
+  b.y = &a_.eu;
+  ops_.bias_rows(r, b);
+}
+
+void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& ids,
+                                  const vk::Buffer* expert_ids) const {
   const LayerWeights& lw = m_.layers()[il];
+  const bool bias = lw.spec.expert_bias;
+  const vk::Buffer& eids = expert_ids ? *expert_ids : ids;
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
   auto ids_mv = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
                     const vk::Buffer& y, uint32_t y_stride) {
@@ -229,16 +260,25 @@ void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& 
   ids_mv(lw.up_exps, *w.up, a_.xn, 0, a_.eu, F);
   r.barrier();
   mark_(r, "experts gate+up");
-  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(K) * F);
+  if (bias) {
+    expert_biases(r, il, /*down=*/false, eids, 0, 1, nullptr, K);
+    r.barrier();
+  }
+  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(K) * F, lw.spec.act);
   r.barrier();
   ids_mv(lw.down_exps, *w.down, a_.eg, F, a_.eo, E);
   r.barrier();
+  if (bias) {
+    expert_biases(r, il, /*down=*/true, eids, 0, 1, nullptr, K);
+    r.barrier();
+  }
   mark_(r, "experts down");
 }
 
 void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
-                                   const vk::Buffer& wts, uint32_t n) const {
+                                   const vk::Buffer& wts, uint32_t n, const vk::Buffer* group_expert) const {
   const LayerWeights& lw = m_.layers()[il];
+  const bool bias = lw.spec.expert_bias;
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
   const MoeTableLayout layout = MoeTableLayout::make(n, K, w.count);
   auto ids_mm = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
@@ -264,10 +304,20 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
   ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
   r.barrier();
   mark_(r, "experts gate+up");
-  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(layout.max_slots()) * F);
+  // Bias rows by the expert of each slot's tile (its group, mapped to the expert).
+  const uint32_t slots = layout.max_slots();
+  if (bias) {
+    expert_biases(r, il, /*down=*/false, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);
+    r.barrier();
+  }
+  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act);
   r.barrier();
   ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false);
   r.barrier();
+  if (bias) {
+    expert_biases(r, il, /*down=*/true, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);
+    r.barrier();
+  }
   mark_(r, "experts down");
   vk::MoeCombineArgs cb;
   cb.y = a_.eo;

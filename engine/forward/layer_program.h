@@ -44,20 +44,28 @@ class LayerProgram {
   // xn = rmsnorm(x) * next_norm; returns whether it did.
   bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const;
   // Decode: the k experts named by `ids` (expert or slot indices; < 0 skipped)
-  // into eo rows; the caller combines.
-  void experts_decode(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& ids) const;
+  // into eo rows; the caller combines. expert_ids: the expert of each item
+  // when ids are slots (for the per-expert biases; null: ids are experts).
+  void experts_decode(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& ids,
+                      const vk::Buffer* expert_ids = nullptr) const;
   // Decode: x += sum_j wts[j] * eo[j] over the k expert rows.
   void combine_decode(vk::Recorder& r, const vk::Buffer& wts) const;
   // Ubatch: the experts of a MoeTable (tile groups index w) into eo slot rows,
-  // then x += weighted combine with weights wts[t][k].
+  // then x += weighted combine with weights wts[t][k]. group_expert: int32
+  // expert of each group (w.count entries, -1: none) for the per-expert
+  // biases; null: groups are experts.
   void experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
-                       const vk::Buffer& wts, uint32_t n) const;
+                       const vk::Buffer& wts, uint32_t n, const vk::Buffer* group_expert = nullptr) const;
   // logits = output(norm(x[last])); normed: xn[0] already holds it.
   void output(vk::Recorder& r, uint32_t last, bool normed) const;
 
  private:
   void swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down, uint32_t width,
-                  const vk::Buffer& out, uint32_t n, bool acc) const;
+                  const vk::Buffer& out, uint32_t n, bool acc, FfnAct act) const;
+  // The layer's per-expert biases added to eg/eu (gate/up) or eo (down):
+  // rows picked by ids[id_off + row / rows_per_id], mapped through map when given.
+  void expert_biases(vk::Recorder& r, int il, bool down, const vk::Buffer& ids, uint32_t id_off,
+                     uint32_t rows_per_id, const vk::Buffer* map, uint32_t rows) const;
   const Model& m_;
   const ModelConfig& c_;
   const GpuModel& g_;

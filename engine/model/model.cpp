@@ -75,7 +75,9 @@ void read_common(const Hparams& h, ModelConfig& c) {
 
 }  // namespace
 
-std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file) {
+std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file) { return from_gguf(std::move(file), {}); }
+
+std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file, const SpecPatch& patch) {
   auto m = std::unique_ptr<Model>(new Model());
   m->file_ = std::move(file);
   const GgufFile& f = *m->file_;
@@ -114,6 +116,7 @@ std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file) {
     const std::string p = "blk." + std::to_string(il) + ".";
     LayerWeights l;
     l.spec = arch->layer(c, il);
+    if (patch) patch(il, l.spec);
     if (l.spec.moe && !f.tensor(p + "ffn_gate_exps.weight") && f.tensor(p + "ffn_gate.0.weight"))
       L.fail("per-expert tensors (old Mixtral GGUF layout) are not supported; re-convert with a current llama.cpp");
     for (const LayerTensorSlot& t : layer_tensors(c, l.spec)) l.*t.member = get_tensor(L, p + t.name, t.ne);

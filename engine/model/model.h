@@ -1,5 +1,6 @@
 #pragma once
 // Model hyper-parameters and weight views read from a GGUF file.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -93,6 +94,10 @@ class Model {
   // hyper-parameters or tensors, or tensors of the wrong shape/type.
   static std::unique_ptr<Model> load(const std::string& path);
   static std::unique_ptr<Model> from_gguf(std::unique_ptr<GgufFile> file);
+  // For tests: patch(il, spec) changes layer il's spec (which blocks it runs,
+  // hence which tensors it reads) before its tensors are looked up.
+  using SpecPatch = std::function<void(int il, LayerSpec& spec)>;
+  static std::unique_ptr<Model> from_gguf(std::unique_ptr<GgufFile> file, const SpecPatch& patch);
 
   const ModelConfig& config() const { return cfg_; }
   const GgufFile& gguf() const { return *file_; }
