@@ -3,9 +3,13 @@
 // query rows of one kv head g (row r = token r / G, q head g*G + r % G) and
 // streams BC-key tiles of K and V through shared memory with an online
 // softmax (base 2: q is pre-scaled by scale * log2(e)); f32 accumulation.
-// Split-K (n_split > 1): workgroup y covers keys [y*kv_len, (y+1)*kv_len) and
-// writes unnormalized partial outputs with their max and sum to `part`
-// for attn_split_reduce.comp. KV_F16: caches hold f16 pairs packed in uints.
+// Sliding window (window > 0): the query at position p sees keys j with
+// p - window < j <= p; a workgroup starts at its first row's first key.
+// Split-K (n_split > 1): workgroup y covers keys kv_start + [y*kv_len, (y+1)*kv_len)
+// and writes unnormalized partial outputs with their max and sum to `part`
+// for attn_split_reduce.comp (which then adds the sinks). Sinks (has_sinks,
+// unsplit only): one logit per q head counted in the max and the denominator.
+// KV_F16: caches hold f16 pairs packed in uints.
 // KV_Q8: int8 quadruples packed in uints and an f16 scale per 32 values
 // (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
 #extension GL_EXT_control_flow_attributes : enable
@@ -40,12 +44,14 @@ layout(std430, binding = 1) readonly buffer K { KV_T kc[]; };
 layout(std430, binding = 2) readonly buffer V { KV_T vc[]; };
 layout(std430, binding = 3) writeonly buffer O { vec4 o4[]; };
 layout(std430, binding = 4) writeonly buffer S { float part[]; };
+layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; };
 layout(push_constant) uniform P {
   uint q_stride4, o_stride4;  // vec4s between tokens
   uint n_rows, group, pos0, n_head, kv_row_lu;  // kv_row_lu: loads between cache positions
   uint kv_len, n_split, ml_off;  // split-K: keys per split, offset of (max, sum) pairs in part
   float scale_log2;
   uint kv_scale_off;  // KV_Q8: first scale uint of a cache row
+  uint kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
 } p;
 
 shared vec4 q_sh[BR * RS];
@@ -53,6 +59,9 @@ shared vec4 kv_sh[BC * RS];  // key tile, then value tile
 shared vec4 p_sh[BR * PS4];  // scores, then probabilities
 shared float red_max[WG], red_sum[WG];
 shared float row_m[BR], row_l[BR], row_alpha[BR], row_m_new[BR];
+
+// The first key the query at position pos sees.
+uint first_key(uint pos) { return p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0; }
 
 #if KV_Q8
 // The scale of load u of kv head g at cache position pos (block u / 2).
@@ -87,7 +96,9 @@ void main() {
   const uint r0 = (gl_NumWorkGroups.x - 1 - gl_WorkGroupID.x) * BR;
   const uint G = p.group;
   const uint t_last = (min(r0 + BR, p.n_rows) - 1) / G;
-  const uint kv_lo = split * p.kv_len, kv_hi = min(kv_lo + p.kv_len, p.pos0 + t_last + 1);
+  const uint split_lo = p.kv_start + split * p.kv_len, kv_hi = min(split_lo + p.kv_len, p.pos0 + t_last + 1);
+  // Keys before the first row's window are skipped (later rows' windows start later).
+  const uint kv_lo = max(split_lo, first_key(p.pos0 + r0 / G));
   const uint kv_base = g * LU;
 
   for (uint i = tid; i < BR * D4; i += WG) {
@@ -104,8 +115,11 @@ void main() {
   // columns cd + c*DT of rows rg + i*RG. Softmax layout: TPR invocations per row.
   const uint kt = tid % KT, rt = tid / KT, cd = tid % DT, rg = tid / DT;
   const uint sm_row = tid / TPR, sm_sub = tid % TPR;
-  uint s_limit[SR];  // last visible key of each scores row
-  [[unroll]] for (uint i = 0; i < SR; ++i) s_limit[i] = p.pos0 + min(r0 + rt + i * RT, p.n_rows - 1) / G;
+  uint s_limit[SR], s_first[SR];  // last and first visible key of each scores row
+  [[unroll]] for (uint i = 0; i < SR; ++i) {
+    s_limit[i] = p.pos0 + min(r0 + rt + i * RT, p.n_rows - 1) / G;
+    s_first[i] = first_key(s_limit[i]);
+  }
   vec4 acc[OR * NC];
   [[unroll]] for (uint i = 0; i < OR * NC; ++i) acc[i] = vec4(0);
 
@@ -142,7 +156,7 @@ void main() {
     [[unroll]] for (uint i = 0; i < SR; ++i)
       [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
         const uint key = kt + jj * KT;
-        const bool ok = tile0 + key <= s_limit[i] && tile0 + key < kv_hi;
+        const bool ok = tile0 + key <= s_limit[i] && tile0 + key >= s_first[i] && tile0 + key < kv_hi;
         p_sh[(rt + i * RT) * PS4 + key / 4][key % 4] = ok ? s[i * SK + jj] : NEG;
       }
     barrier();
@@ -199,7 +213,11 @@ void main() {
     if (row >= p.n_rows) continue;
     const uint t = row / G, h = g * G + row % G;
     if (p.n_split == 1) {
-      const float inv = 1.0 / row_l[r];
+      float inv = 1.0 / row_l[r];
+      if (p.has_sinks != 0) {  // the sink (base 2) joins the max and the sum
+        const float sk = sinks[h] * 1.4426950408889634, m = row_m[r], m2 = max(m, sk), a = exp2(m - m2);
+        inv = a / (row_l[r] * a + exp2(sk - m2));
+      }
       [[unroll]] for (uint c = 0; c < NC; ++c) {
         const uint col = cd + c * DT;
         if (col < D4) o4[t * p.o_stride4 + h * D4 + col] = acc[i * NC + c] * inv;

@@ -11,6 +11,7 @@
 
 #include "cpu/quant.h"
 #include "cpu/rope.h"
+#include "engine/forward/attention_ref.h"
 #include "engine/vulkan/vk_attention.h"
 
 #include "tests/vk_test_env.h"
@@ -107,43 +108,65 @@ struct Shape {
   }
 };
 
-// o[t][h] = softmax(scale * q . k[0..pos0+t]) v, in double.
+// o[t][h] = softmax(scale * q . k[lo..pos0+t]) v, in double; lo = 0, or
+// with a window pos0 + t - window + 1 (when positive); sinks: sinks[h] joins
+// the max and the denominator.
 std::vector<float> ref_attention(const Shape& s, const std::vector<float>& q, uint32_t q_stride,
                                  const std::vector<float>& kc, const std::vector<float>& vc, uint32_t o_stride,
-                                 float scale) {
+                                 float scale, uint32_t window = 0, const float* sinks = nullptr) {
   const uint32_t D = s.D, KV = s.NKV * D;
   std::vector<float> o(size_t(s.n_tokens) * o_stride, 0.f);
   std::vector<double> w, acc(D);
   for (uint32_t t = 0; t < s.n_tokens; ++t)
     for (uint32_t h = 0; h < s.NH; ++h) {
       const uint32_t g = h / (s.NH / s.NKV), n = s.pos0 + t + 1;
+      const uint32_t lo = window > 0 && n > window ? n - window : 0;
       w.assign(n, 0);
       double mx = -1e300, sum = 0;
-      for (uint32_t j = 0; j < n; ++j) {
+      for (uint32_t j = lo; j < n; ++j) {
         double d = 0;
         for (uint32_t i = 0; i < D; ++i) d += double(q[t * q_stride + h * D + i]) * kc[size_t(j) * KV + g * D + i];
         w[j] = d * scale;
         mx = std::max(mx, w[j]);
       }
-      for (auto& x : w) sum += x = std::exp(x - mx);
+      if (sinks) mx = std::max(mx, double(sinks[h]));
+      for (uint32_t j = lo; j < n; ++j) sum += w[j] = std::exp(w[j] - mx);
+      if (sinks) sum += std::exp(double(sinks[h]) - mx);
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (uint32_t j = 0; j < n; ++j)
+      for (uint32_t j = lo; j < n; ++j)
         for (uint32_t i = 0; i < D; ++i) acc[i] += w[j] * vc[size_t(j) * KV + g * D + i];
       for (uint32_t i = 0; i < D; ++i) o[t * o_stride + h * D + i] = float(acc[i] / sum);
     }
   return o;
 }
 
+// Sliding window and sinks of a run (gpt-oss); sinks: one random logit per head.
+struct Extras {
+  uint32_t window = 0;
+  bool sinks = false;
+  std::string str() const { return "window=" + std::to_string(window) + (sinks ? " sinks" : ""); }
+};
+
+struct AttnResult {
+  std::vector<float> got, want, cpu;  // the heads of every token: GPU, double reference, attend_ref
+};
+
 // Runs record_attention on fresh inputs (caches filled up to pos0 + n_tokens)
-// and returns {got, want}; split: pass a scratch buffer (else never split).
-std::pair<std::vector<float>, std::vector<float>> run_attention(Env& e, const Shape& s, KvType kt, bool split,
-                                                                 uint32_t n_ctx) {
+// split: pass a scratch buffer (else never split). With a window, the cache
+// positions before the first token's window hold NaN: the kernel must not read them.
+AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint32_t n_ctx, const Extras& x) {
   const uint32_t D = s.D, KV = s.NKV * D, n_kv = s.pos0 + s.n_tokens;
   const uint32_t q_stride = s.NH * D + 4, o_stride = s.NH * D + 8;
   auto q = e.randn(size_t(s.n_tokens) * q_stride, 2.f);
   auto kc = as_stored(e.randn(size_t(n_kv) * KV), kt, D, s.NKV), vc = as_stored(e.randn(size_t(n_kv) * KV), kt, D, s.NKV);
+  const uint32_t unseen = x.window > 0 && s.pos0 + 1 > x.window ? s.pos0 + 1 - x.window : 0;
+  std::fill(kc.begin(), kc.begin() + size_t(unseen) * KV, NAN);
+  std::fill(vc.begin(), vc.begin() + size_t(unseen) * KV, NAN);
+  auto sinks = e.randn(s.NH, 3.f);
+  for (auto& v : sinks) v += 1;
+  sinks[s.NH - 1] = 15;  // above every score: the sink sets the max
   const float scale = 1.f / std::sqrt(float(D));
-  Buffer bq = e.buf(q), bk = e.cache(kc, kt, D, s.NKV), bv = e.cache(vc, kt, D, s.NKV);
+  Buffer bq = e.buf(q), bk = e.cache(kc, kt, D, s.NKV), bv = e.cache(vc, kt, D, s.NKV), bsk = e.buf(sinks);
   Buffer bo = e.buf(std::vector<float>(size_t(s.n_tokens) * o_stride, NAN));
   Buffer bs = e.ctx->create_buffer(attention_scratch_bytes(s.NH, D, n_ctx), MemoryKind::Device, "scratch");
   AttentionArgs a;
@@ -161,19 +184,38 @@ std::pair<std::vector<float>, std::vector<float>> run_attention(Env& e, const Sh
   a.n_head_kv = s.NKV;
   a.scale = scale;
   a.kv_type = kt;
+  a.window = x.window;
+  if (x.sinks) a.sinks = bsk;
   e.record([&](Recorder& r) { record_attention(r, a); });
   std::vector<float> got(bo.as<float>(), bo.as<float>() + size_t(s.n_tokens) * o_stride);
-  auto want = ref_attention(s, q, q_stride, kc, vc, o_stride, scale);
+  auto want = ref_attention(s, q, q_stride, kc, vc, o_stride, scale, x.window, x.sinks ? sinks.data() : nullptr);
+  AttentionRefShape rs;
+  rs.head_dim = int(D);
+  rs.n_head = int(s.NH);
+  rs.n_head_kv = int(s.NKV);
+  rs.scale = scale;
+  rs.window = x.window;
+  rs.sinks = x.sinks ? sinks.data() : nullptr;
+  std::vector<float> cpu(size_t(s.NH) * D), scratch;
   // Compare only the heads (the row padding must stay untouched: NaN).
-  std::vector<float> g2, w2;
+  AttnResult res;
   for (uint32_t t = 0; t < s.n_tokens; ++t) {
+    attend_ref(&q[size_t(t) * q_stride], kc.data(), vc.data(), int(KV), int(s.pos0 + t), rs, cpu.data(), scratch);
+    res.cpu.insert(res.cpu.end(), cpu.begin(), cpu.end());
     for (uint32_t i = 0; i < s.NH * D; ++i) {
-      g2.push_back(got[t * o_stride + i]);
-      w2.push_back(want[t * o_stride + i]);
+      res.got.push_back(got[t * o_stride + i]);
+      res.want.push_back(want[t * o_stride + i]);
     }
     for (uint32_t i = s.NH * D; i < o_stride; ++i) EXPECT_TRUE(std::isnan(got[t * o_stride + i])) << "padding written";
   }
-  return {g2, w2};
+  return res;
+}
+
+// {got, want} without window or sinks.
+std::pair<std::vector<float>, std::vector<float>> run_attention(Env& e, const Shape& s, KvType kt, bool split,
+                                                                 uint32_t n_ctx) {
+  AttnResult r = run_attention_ex(e, s, kt, split, n_ctx, {});
+  return {std::move(r.got), std::move(r.want)};
 }
 
 // f32 accumulation over head_dim and a few hundred keys: relative error of
@@ -229,6 +271,58 @@ TEST(ShaderAttention, SplitKeysEqualUnsplitForLongContexts) {
       EXPECT_LT(rel_err(whole, want), kAttnTol);
       EXPECT_LT(rel_err(split, whole), kAttnTol);
     }
+}
+
+// Sliding windows (1, 3, shorter and longer than the context) and sinks, GPU
+// against the CPU reference attend_ref and the double reference. Prefill:
+// several tokens after pos0 > 0 (the last shape is split over the keys).
+TEST(ShaderAttention, SinksAndWindowPrefillMatchCpuReference) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  double worst = 0, worst_cpu = 0;
+  for (KvType kt : {KvType::F16, KvType::F32})
+    for (const Shape& s : {Shape{64, 8, 2, 37, 200}, Shape{128, 4, 4, 5, 100}, Shape{64, 8, 1, 130, 70},
+                           Shape{128, 8, 2, 3, 2500}})
+      for (uint32_t window : {0u, 1u, 3u, 50u, 1000000u})
+        for (bool sinks : {false, true}) {
+          const Extras x{window, sinks};
+          SCOPED_TRACE(s.str() + " kv " + kv_type_name(kt) + " " + x.str());
+          const AttnResult r = run_attention_ex(e, s, kt, true, 4096, x);
+          EXPECT_LT(rel_err(r.got, r.cpu), kAttnTol);
+          EXPECT_LT(rel_err(r.got, r.want), kAttnTol);
+          EXPECT_LT(rel_err(r.cpu, r.want), kAttnTol);
+          worst = std::max(worst, rel_err(r.got, r.cpu));
+          worst_cpu = std::max(worst_cpu, rel_err(r.cpu, r.want));
+        }
+  std::printf("worst relative error: gpu vs attend_ref %.3g, attend_ref vs double %.3g\n", worst, worst_cpu);
+}
+
+// Decode (one token) at long contexts: split-K with the sinks added once in
+// the reduce, windows shorter than a split, than the context, and longer;
+// split and unsplit runs on the same inputs agree.
+TEST(ShaderAttention, SinksAndWindowDecodeSplitMatchCpuReference) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  double worst = 0;
+  for (KvType kt : {KvType::F16, KvType::F32})
+    for (const Shape& s : {Shape{128, 16, 2, 1, 2999}, Shape{64, 8, 8, 1, 4000}})
+      for (uint32_t window : {0u, 128u, 333u, 1000u, 8000u})
+        for (bool sinks : {false, true}) {
+          const Extras x{window, sinks};
+          SCOPED_TRACE(s.str() + " kv " + kv_type_name(kt) + " " + x.str());
+          const uint32_t seed = e.rng();
+          e.rng.seed(seed);
+          const AttnResult split = run_attention_ex(e, s, kt, true, 4096, x);
+          e.rng.seed(seed);
+          const AttnResult whole = run_attention_ex(e, s, kt, false, 4096, x);
+          ASSERT_EQ(split.cpu, whole.cpu);
+          EXPECT_LT(rel_err(split.got, split.cpu), kAttnTol);
+          EXPECT_LT(rel_err(whole.got, split.cpu), kAttnTol);
+          EXPECT_LT(rel_err(split.got, whole.got), kAttnTol);
+          EXPECT_LT(rel_err(split.cpu, split.want), kAttnTol);
+          worst = std::max({worst, rel_err(split.got, split.cpu), rel_err(whole.got, split.cpu)});
+        }
+  std::printf("worst relative error: gpu vs attend_ref %.3g\n", worst);
 }
 
 TEST(ShaderAttention, ScratchSizeCoversSplits) {

@@ -9,6 +9,7 @@
 #include "cpu/rope.h"
 #include "cpu/simd_kernels.h"
 #include "cpu/thread_pool.h"
+#include "engine/forward/attention_ref.h"
 #include "engine/forward/non_finite.h"
 
 namespace vkmoe {
@@ -36,7 +37,7 @@ CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_thr
   for (const auto& l : model.layers()) {
     lf_.push_back({to_f32(l.attn_norm), to_f32(l.ffn_norm), to_f32(l.q_norm), to_f32(l.k_norm),
                    to_f32(l.bq), to_f32(l.bk), to_f32(l.bv), to_f32(l.shexp_gate), to_f32(l.exp_probs_b),
-                   to_f32(l.bo), to_f32(l.router_b)});
+                   to_f32(l.bo), to_f32(l.router_b), to_f32(l.attn_sinks)});
   }
   output_norm_ = to_f32(model.output_norm);
 }
@@ -136,7 +137,6 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
   if (pos_ + T > n_ctx_)
     throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
   const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
-  const int group = c_.n_head / c_.n_head_kv;
   const RopeParams rp = c_.rope();
   routes_.assign(c_.n_layer, {});
 
@@ -178,30 +178,15 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
       for (int h = 0; h < c_.n_head; ++h) rope(qt + h * D, D, p, rp);
       for (int h = 0; h < c_.n_head_kv; ++h) rope(kt + h * D, D, p, rp);
     }
-    const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+    AttentionRefShape as;
+    as.head_dim = D;
+    as.n_head = c_.n_head;
+    as.n_head_kv = c_.n_head_kv;
+    as.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    as.window = l.spec.window;
+    as.sinks = l.spec.sinks ? lf.attn_sinks.data() : nullptr;
     for (int t = 0; t < T; ++t) {
-      const int p = pos_ + t;
-      for (int h = 0; h < c_.n_head; ++h) {
-        const float* qh = &q[size_t(t) * Q + h * D];
-        const int kvh = h / group;
-        float mx = -INFINITY;
-        for (int j = 0; j <= p; ++j) {
-          const float* kj = kc + size_t(j) * KV + kvh * D;
-          float s = 0;
-          for (int i = 0; i < D; ++i) s += qh[i] * kj[i];
-          scores[j] = s * scale;
-          mx = std::max(mx, scores[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j <= p; ++j) sum += scores[j] = std::exp(scores[j] - mx);
-        float* out = &att[h * D];
-        std::fill(out, out + D, 0.f);
-        for (int j = 0; j <= p; ++j) {
-          const float w = static_cast<float>(scores[j] / sum);
-          const float* vj = vc + size_t(j) * KV + kvh * D;
-          for (int i = 0; i < D; ++i) out[i] += w * vj[i];
-        }
-      }
+      attend_ref(&q[size_t(t) * Q], kc, vc, KV, pos_ + t, as, att.data(), scores);
       float* xt = &x[size_t(t) * E];
       matvec(l.wo, att.data(), o.data());
       for (int i = 0; i < E; ++i) xt[i] += o[i];

@@ -57,7 +57,7 @@ class CpuForward {
   std::vector<float> k_cache_, v_cache_;  // [layer][pos][kv_dim]
   struct LayerF32 {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv, shexp_gate, exp_probs_b;
-    std::vector<float> bo, router_b;
+    std::vector<float> bo, router_b, attn_sinks;  // empty when the layer has none
   };
   std::vector<LayerF32> lf_;
   std::vector<float> output_norm_;

@@ -91,6 +91,8 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   at.scale = 1.0f / std::sqrt(float(D));
   at.kv_type = kv_;
   at.scratch = a_.attn_scratch;
+  if (spec.sinks) at.sinks = g.attn_sinks.buf;
+  at.window = spec.window;
   vk::record_attention(r, at);
   r.barrier();
   mark_(r, "attention");

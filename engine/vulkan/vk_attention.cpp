@@ -24,9 +24,10 @@ struct FlashPush {
   uint32_t q_stride4, o_stride4, n_rows, group, pos0, n_head, kv_row_lu, kv_len, n_split, ml_off;
   float scale_log2;
   uint32_t kv_scale_off;  // Q8_0: first scale uint of a cache row
+  uint32_t kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
 };
 struct SplitReducePush {
-  uint32_t head_dim, n_head, n_split, ml_off, o_stride;
+  uint32_t head_dim, n_head, n_split, ml_off, o_stride, has_sinks;
 };
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
@@ -177,16 +178,21 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
     throw Error("internal error: attention dispatch exceeds the workgroup count limits");
 
+  const bool has_sinks = a.sinks.buffer != VK_NULL_HANDLE;
+  if (has_sinks) check_range("sinks", a.sinks, uint64_t(a.n_head) * 4);
+  // Keys any query sees: [kv_start, n_kv) (the first token's window starts first).
+  const uint32_t kv_start = a.window > 0 && a.pos0 + 1 > a.window ? a.pos0 + 1 - a.window : 0;
+  const uint32_t span = n_kv - kv_start;
   uint32_t n_split = 1;
   if (a.scratch.buffer != VK_NULL_HANDLE) {
     const uint32_t base = row_blocks * a.n_head_kv;
     const uint32_t want = (kTargetWorkgroups + base - 1) / base;
-    n_split = std::max<uint32_t>(1, std::min(want, max_splits(n_kv) / a.n_tokens));
+    n_split = std::max<uint32_t>(1, std::min(want, max_splits(span) / a.n_tokens));
   }
   // Keys per split: whole tiles; recount the splits after rounding.
-  uint32_t kv_len = (n_kv + n_split - 1) / n_split;
+  uint32_t kv_len = (span + n_split - 1) / n_split;
   kv_len = (kv_len + s.bc - 1) / s.bc * s.bc;
-  n_split = (n_kv + kv_len - 1) / kv_len;
+  n_split = (span + kv_len - 1) / kv_len;
   const uint32_t part_rows = a.n_tokens * a.n_head * n_split;
   if (n_split > 1) check_range("scratch", a.scratch, uint64_t(part_rows) * (D + 2) * 4);
 
@@ -205,16 +211,22 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   push.n_split = n_split;
   push.ml_off = part_rows * D;
   push.scale_log2 = a.scale * 1.4426950408889634f;
-  const Pipeline& fp = ctx.pipeline(std::string("attn_flash_") + kv_type_name(a.kv_type), 5, sizeof push,
+  push.kv_start = kv_start;
+  push.window = a.window;
+  // With a split the sinks enter only the reduce (once per row).
+  push.has_sinks = has_sinks && n_split == 1 ? 1u : 0u;
+  const Pipeline& fp = ctx.pipeline(std::string("attn_flash_") + kv_type_name(a.kv_type), 6, sizeof push,
                                     {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc});
-  // Without a split the partials binding is unused: bind o in its place.
-  rec.dispatch(fp, {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o}, push, row_blocks, n_split,
-               a.n_head_kv);
+  // Without a split the partials binding is unused: bind o in its place;
+  // without sinks their binding is unused: bind q in its place.
+  const BufferRange& sinks = push.has_sinks ? a.sinks : a.q;
+  rec.dispatch(fp, {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o, sinks}, push, row_blocks,
+               n_split, a.n_head_kv);
   if (n_split == 1) return;
   rec.barrier();
-  const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride};
-  const Pipeline& p = ctx.pipeline("attn_split_reduce", 2, sizeof rp);
-  rec.dispatch(p, {a.scratch, a.o}, rp, a.n_tokens * a.n_head);
+  const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride, has_sinks ? 1u : 0u};
+  const Pipeline& p = ctx.pipeline("attn_split_reduce", 3, sizeof rp);
+  rec.dispatch(p, {a.scratch, a.o, has_sinks ? a.sinks : a.scratch}, rp, a.n_tokens * a.n_head);
 }
 
 }  // namespace vkmoe::vk

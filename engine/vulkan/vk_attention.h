@@ -34,9 +34,14 @@ struct RopeStoreArgs {
 };
 void record_rope_store(Recorder& rec, const RopeStoreArgs& a);
 
-// o[t] = softmax(q[t] . K[0..pos0+t]^T * scale) V  (causal; grouped-query heads
-// share kv heads). Tiled over keys (flash attention: memory O(tile)); the
-// decode case (n_tokens 1) splits long contexts over workgroups.
+// o[t] = softmax(q[t] . K[lo..p]^T * scale) V with p = pos0 + t (causal;
+// grouped-query heads share kv heads), lo = 0, or with a sliding window
+// lo = max(0, p - window + 1). With sinks, head h's softmax also counts the
+// logit sinks[h] (not scaled) in its max and denominator; the sink's mass is
+// dropped (llama.cpp / gpt-oss; engine/forward/attention_ref.h on the CPU).
+// Tiled over keys (flash attention: memory O(tile)); the decode case
+// (n_tokens 1) splits long contexts over workgroups. Keys outside every
+// query's window are never read (decode cost O(window)).
 struct AttentionArgs {
   BufferRange q, k_cache, v_cache, o;
   uint32_t q_stride = 0, o_stride = 0;  // floats between tokens
@@ -44,6 +49,8 @@ struct AttentionArgs {
   float scale = 1.f;
   KvType kv_type = KvType::F16;
   BufferRange scratch;  // for split-K partials: attention_scratch_bytes(...)
+  BufferRange sinks;    // f32 per q head (n_head values); empty: no sinks
+  uint32_t window = 0;  // sliding window in positions; 0: all keys
 };
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx);
 void record_attention(Recorder& rec, const AttentionArgs& a);
