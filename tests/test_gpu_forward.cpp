@@ -74,7 +74,7 @@ TEST_P(GpuForwardArch, LogitsMatchCpuReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardArch,
-                         ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=qwen2moe", "arch=glm4moe,n_layer=3,n_layer_dense_lead=1,n_rot=32,expert_weights_scale=2.5", "arch=glm4moe,qk_norm=1,n_ff_shexp=256,quant=Q8_0",
+                         ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=qwen2moe", "arch=glm4moe,n_layer=3,n_layer_dense_lead=1,n_rot=32,expert_weights_scale=2.5", "arch=gpt-oss,n_layer=4,n_swa=3,yarn_factor=32,n_ctx_orig=64,quant=MXFP4_MOE", "arch=glm4moe,qk_norm=1,n_ff_shexp=256,quant=Q8_0",
                                            "arch=llama,n_expert=4,n_expert_used=2", "arch=llama,n_expert=0",
                                            "arch=qwen3", "arch=qwen3moe,quant=Q8_0", "arch=qwen3moe,quant=Q5_K_M",
                                            "arch=olmoe,quant=F16", "arch=qwen2moe,quant=BF16",
