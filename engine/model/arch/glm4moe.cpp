@@ -11,7 +11,6 @@ namespace {
 
 void configure(const Hparams& h, ModelConfig& c) {
   c.rope_neox = true;
-  if (!c.is_moe()) h.fail("missing hyper-parameter '" + c.arch + ".expert_count'");
   const int nextn = h.opt_count("nextn_predict_layers", 0);
   if (nextn >= c.n_layer) h.fail("nextn_predict_layers is not below block_count");
   c.n_layer -= nextn;

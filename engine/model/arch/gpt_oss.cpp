@@ -11,7 +11,6 @@ namespace {
 
 void configure(const Hparams& h, ModelConfig& c) {
   c.rope_neox = true;
-  if (!c.is_moe()) h.fail("missing hyper-parameter '" + c.arch + ".expert_count'");
   c.n_ff_exp = h.req_int("expert_feed_forward_length");
   c.n_swa = h.req_int("attention.sliding_window");
   c.swa_pattern = h.opt_count("attention.sliding_window_pattern", 2);

@@ -7,7 +7,6 @@ namespace {
 
 void configure(const Hparams& h, ModelConfig& c) {
   c.rope_neox = true;
-  if (!c.is_moe()) h.fail("missing hyper-parameter '" + c.arch + ".expert_count'");
   c.n_ff_exp = h.req_int("expert_feed_forward_length");
   c.n_ff_shexp = h.opt_int("expert_shared_feed_forward_length", h.opt_int("feed_forward_length", 0));
   c.router.normalize = h.opt_bool("expert_weights_norm", false);
