@@ -332,14 +332,6 @@ std::unique_ptr<Model> biased_moe_model(const std::string& overrides, uint64_t s
                           });
 }
 
-uint64_t budget_for_slots(const Model& m, int n_ctx, int slots) {
-  PlanInput in = plan_input_for(m, n_ctx, ~0ull >> 2);
-  Plan p = make_plan(in);
-  return p.vram_bytes() - p.expert_cache_bytes + uint64_t(slots) * m.config().n_layer * p.slot_bytes;
-}
-
-int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
-
 }  // namespace
 
 // The reference's logits move when the biases or the activation change (so the

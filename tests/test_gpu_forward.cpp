@@ -22,8 +22,8 @@ namespace {
 
 using test::max_rel_diff;
 using test::synth;
-
-int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
+using test::argmax;
+using test::budget_for_slots;
 
 std::vector<int32_t> greedy(Engine& e, std::vector<int32_t> prompt, int n) {
   std::vector<int32_t> out;
@@ -33,13 +33,6 @@ std::vector<int32_t> greedy(Engine& e, std::vector<int32_t> prompt, int n) {
     logits = e.eval({out.back()});
   }
   return out;
-}
-
-// Budget giving `slots` expert slots per layer on top of the trunk, KV and scratch.
-uint64_t budget_for_slots(const Model& m, int n_ctx, int slots) {
-  PlanInput in = plan_input_for(m, n_ctx, ~0ull >> 2);
-  Plan p = make_plan(in);
-  return p.vram_bytes() - p.expert_cache_bytes + uint64_t(slots) * m.config().n_layer * p.slot_bytes;
 }
 
 }  // namespace

@@ -19,8 +19,8 @@ namespace {
 
 using test::max_rel_diff;
 using test::synth;
-
-int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
+using test::argmax;
+using test::budget_for_slots;
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int vocab) {
   std::vector<int32_t> p(n);
@@ -41,12 +41,6 @@ std::vector<int32_t> greedy_after(Engine& e, std::vector<float> logits, int n) {
     logits = e.eval({out.back()});
   }
   return out;
-}
-
-// Budget giving `slots` expert slots per layer beyond trunk, KV and activations.
-uint64_t budget_for_slots(const Model& m, int n_ctx, int slots) {
-  Plan p = make_plan(plan_input_for(m, n_ctx, ~0ull >> 2));
-  return p.vram_bytes() - p.expert_cache_bytes + uint64_t(slots) * m.config().n_layer * p.slot_bytes;
 }
 
 struct Mode {

@@ -15,6 +15,7 @@
 
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
+#include "engine/offload/plan_model.h"
 #include "tools/synth_model.h"
 
 namespace vkmoe::test {
@@ -52,6 +53,14 @@ inline std::vector<uint8_t> rewrite_gguf(const std::vector<uint8_t>& bytes, cons
   w.add_all(*f, [&](const std::string& name) { return !drop.count(name); });
   if (add) add(w);
   return w.to_bytes();
+}
+
+inline int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+// Budget giving `slots` expert slots per layer on top of the trunk, KV and scratch.
+inline uint64_t budget_for_slots(const Model& m, int n_ctx, int slots) {
+  const Plan p = make_plan(plan_input_for(m, n_ctx, ~0ull >> 2));
+  return p.vram_bytes() - p.expert_cache_bytes + uint64_t(slots) * m.config().n_layer * p.slot_bytes;
 }
 
 // max |a - b| relative to max |b|.
