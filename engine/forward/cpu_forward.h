@@ -66,6 +66,21 @@ class CpuForward {
 
 // Dequantizes a whole (small) tensor to floats.
 std::vector<float> to_f32(const Weight& w);
+
+// A small tensor's values as floats on the host: read in place when F32,
+// else converted once; data() is null for an absent tensor.
+class HostFloats {
+ public:
+  HostFloats() = default;
+  explicit HostFloats(const Weight& w) : w_(w) {
+    if (w && w.type() != GgmlType::F32) copy_ = to_f32(w);
+  }
+  const float* data() const { return !w_ ? nullptr : copy_.empty() ? w_.f32() : copy_.data(); }
+
+ private:
+  Weight w_;
+  std::vector<float> copy_;
+};
 void rms_norm(const float* x, const float* w, float* y, int n, float eps);
 
 }  // namespace vkmoe

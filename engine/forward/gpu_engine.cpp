@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "cpu/thread_pool.h"
-#include "engine/forward/cpu_forward.h"
 #include "engine/forward/gpu_forward.h"
 #include "engine/offload/plan_model.h"
 #include "engine/vulkan/vk_gemm.h"
@@ -116,11 +115,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     prof_ = std::make_unique<vk::TimestampPool>(*ctx_, 64 * c_.n_layer + 16);
 
   if (offload_) {
-    for (const LayerWeights& l : m.layers()) {
-      probs_bias_.push_back(to_f32(l.exp_probs_b));
-      for (const Weight* b : {&l.gate_exps_b, &l.up_exps_b, &l.down_exps_b})
-        exp_bias_f32_.push_back(l.spec.expert_bias && b->type() != GgmlType::F32 ? to_f32(*b) : std::vector<float>{});
-    }
+    for (const LayerWeights& l : m.layers())
+      host_biases_.push_back({HostFloats(l.exp_probs_b),
+                              {HostFloats(l.gate_exps_b), HostFloats(l.up_exps_b), HostFloats(l.down_exps_b)}});
     pool_ = std::make_unique<ThreadPool>(o.threads);
     prev_route_.assign(c_.n_layer, {});
     predicted_.assign(c_.n_layer, {});

@@ -12,6 +12,7 @@
 
 #include "cpu/expert_ffn.h"
 #include "engine/forward/activations.h"
+#include "engine/forward/cpu_forward.h"
 #include "engine/forward/engine_select.h"
 #include "engine/forward/gpu_ops.h"
 #include "engine/forward/gpu_weights.h"
@@ -68,8 +69,7 @@ class GpuEngine final : public Engine {
   }
   ExpertView expert_view(int il, int e) const;
   // Layer il's expert-selection bias (exp_probs_b) for host-side routing; null when none.
-  const float* probs_bias(int il) const { return probs_bias_[il].empty() ? nullptr : probs_bias_[il].data(); }
-  std::vector<std::vector<float>> probs_bias_;
+  const float* probs_bias(int il) const { return host_biases_[il].probs.data(); }
   void calibrate_cpu_experts();
 
   // VRAM with fallbacks (gpu_vram.cpp): when expert buffers do not fit, fewer
@@ -119,9 +119,13 @@ class GpuEngine final : public Engine {
   // Per-expert biases in offload modes: the expert of each decode item
   // (host_ids_ holds slots) and of each group of a prefill table.
   vk::Buffer host_eids_, host_group_expert_[2][2];  // [parity][cache|staging]
-  // f32 copies of layers' non-F32 expert bias tables, [layer][gate|up|down]
-  // (empty: the tensor is F32 and read in place), for the CPU's ExpertViews.
-  std::vector<std::vector<float>> exp_bias_f32_;
+  // Each layer's biases the host reads in offload modes: exp_probs_b for
+  // routing, the expert bias tables [gate|up|down] for the CPU's ExpertViews.
+  struct HostBiases {
+    HostFloats probs;
+    HostFloats experts[3];
+  };
+  std::vector<HostBiases> host_biases_;
   const float* expert_bias(int il, int which, int e) const;
   std::vector<std::vector<int>> prev_route_, predicted_;
   std::vector<std::pair<int, int>> pending_admit_;

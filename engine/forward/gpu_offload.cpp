@@ -20,9 +20,7 @@ namespace vkmoe {
 const float* GpuEngine::expert_bias(int il, int which, int e) const {
   const LayerWeights& lw = m_.layers()[il];
   const Weight& b = which == 0 ? lw.gate_exps_b : which == 1 ? lw.up_exps_b : lw.down_exps_b;
-  const int64_t width = b.in();
-  const std::vector<float>& copy = exp_bias_f32_[size_t(il) * 3 + which];
-  return (copy.empty() ? b.f32() : copy.data()) + int64_t(e) * width;
+  return host_biases_[il].experts[which].data() + int64_t(e) * b.in();
 }
 
 ExpertView GpuEngine::expert_view(int il, int e) const {
