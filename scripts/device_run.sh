@@ -3,13 +3,7 @@
 # devbin/ (see scripts/pack_devbin.sh), the Vulkan loader in .gl/.
 # usage: scripts/device_run.sh STEP...   (steps: info tests shaders cpu synth bench)
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
-if ! ls /usr/share/vulkan/icd.d/*nvidia* >/dev/null 2>&1 && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-export LD_LIBRARY_PATH=$PWD/devbin/lib:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-B=devbin
+source "$(dirname "$0")/device_env.sh"
 MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
 for step in "$@"; do
   echo "=== $step ($(date +%T))"

@@ -6,26 +6,12 @@
 # usage: scripts/perf_prefill.sh [vkmoe|llama|all|quick]
 #   quick: pp512 and tg128 only, both programs, each mode (fits one 10-minute device call)
 set -uo pipefail
-for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
-if ! ls /usr/share/vulkan/icd.d/*nvidia* >/dev/null 2>&1 && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-fi
-export LD_LIBRARY_PATH=$PWD/devbin/lib:${LD_LIBRARY_PATH:-}
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-B=devbin; MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
+source "$(dirname "$0")/device_env.sh"
+MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
 what=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 [ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
-mkdir -p /tmp/ll && tar xJf anchors/llama.tar.xz -C /tmp/ll
-# peak VRAM (MiB) of one command
-peak() {
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > /tmp/vram.log & local s=$!
-  "$@"; local rc=$?
-  kill $s 2>/dev/null; wait $s 2>/dev/null
-  echo "peak VRAM: $(sort -n /tmp/vram.log | tail -1) MiB"
-  return $rc
-}
-run() { echo "--- $*"; peak "$@" 2>&1 | grep -v "^  layer\|uploading\|copying experts"; }
+unpack_llama
 if [ "$what" = quick ]; then
   for a in "--moe-mode resident" "--vram-budget 12GiB" "--moe-mode cpu-moe"; do
     run $B/vkmoe bench -m $MODEL -p 512 -n 128 -r 2 $a

@@ -1,0 +1,22 @@
+# Sourced by the scripts that run on the lent GPU machine (device tool):
+# the carried Vulkan loader (.gl/), the NVIDIA ICD, the binaries and their
+# libraries (devbin/, scripts/pack_devbin.sh), $OUT, llama.cpp's prebuilt
+# binaries (anchors/llama.tar.xz, when carried) and `run`: a command with its
+# peak VRAM sampled by nvidia-smi.
+for f in .gl/*.deb; do dpkg -x "$f" / ; done; ldconfig
+if ! ls /usr/share/vulkan/icd.d/*nvidia* >/dev/null 2>&1 && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+export LD_LIBRARY_PATH=$PWD/devbin/lib:${LD_LIBRARY_PATH:-}
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+B=devbin
+unpack_llama() { mkdir -p /tmp/ll && tar xJf anchors/llama.tar.xz -C /tmp/ll; }
+# peak VRAM (MiB) of one command
+peak() {
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > /tmp/vram.log & local s=$!
+  "$@"; local rc=$?
+  kill $s 2>/dev/null; wait $s 2>/dev/null
+  echo "peak VRAM: $(sort -n /tmp/vram.log | tail -1) MiB"
+  return $rc
+}
+run() { echo "--- $*"; peak "$@" 2>&1 | grep -v "^  layer\|uploading\|copying experts"; }
