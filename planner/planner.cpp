@@ -95,7 +95,8 @@ uint64_t ExpertSpec::expert_bytes(int layer) const {
 
 uint64_t KvSpec::bytes_per_token() const {
   if (n_layer < 0 || kv_dim < 0) throw Error("invalid KV cache shape");
-  return uint64_t(n_layer) * (kv_row_bytes(type_k, kv_dim) + kv_row_bytes(type_v, kv_dim));
+  const int vd = v_dim < 0 ? kv_dim : v_dim;
+  return uint64_t(n_layer) * (kv_row_bytes(type_k, kv_dim) + (vd ? kv_row_bytes(type_v, vd) : 0));
 }
 
 uint64_t default_scratch_bytes(const ScratchSpec& s) {
@@ -141,6 +142,7 @@ Plan make_plan(const PlanInput& in) {
   p.n_ctx = in.kv.n_ctx;
   p.type_k = in.kv.type_k;
   p.type_v = in.kv.type_v;
+  p.v_cache = in.kv.v_dim != 0;
   p.n_expert_used = ex.n_expert_used;
   for (const auto& t : in.trunk) {
     (t.cpu_ok ? p.cpu_trunk_bytes : p.trunk_bytes) += t.bytes;
@@ -334,8 +336,9 @@ std::string format_plan(const Plan& p) {
   for (const auto& g : groups)
     row(g.name, std::to_string(g.count), where_name(g.where), g.bytes,
         g.where == Placement::Where::Gpu);
-  row(std::string("KV cache (") + kv_type_label(p.type_k) + " K, " + kv_type_label(p.type_v) +
-          " V, ctx " + std::to_string(p.n_ctx) + ")",
+  row(std::string("KV cache (") + kv_type_label(p.type_k) +
+          (p.v_cache ? std::string(" K, ") + kv_type_label(p.type_v) + " V" : std::string(" latent")) + ", ctx " +
+          std::to_string(p.n_ctx) + ")",
       "", "gpu", p.kv_bytes, true);
   row("scratch (activations + margin)", "", "gpu", p.scratch_bytes, true);
   if (p.mode != PlanMode::Resident && p.expert_slots_total > 0) {

@@ -52,6 +52,7 @@ struct KvSpec {
   int kv_dim = 0;  // n_head_kv * head_dim
   GgmlType type_k = GgmlType::F16;  // F32, F16 or Q8_0
   GgmlType type_v = GgmlType::F16;
+  int v_dim = -1;  // V values per position (-1: kv_dim; 0: none, latent attention keeps values in K)
   uint64_t bytes_per_token() const;  // all layers, K and V; throws Error on other types
   uint64_t bytes() const { return bytes_per_token() * uint64_t(n_ctx); }
 };
@@ -117,6 +118,7 @@ struct Plan {
   uint64_t staging_vram_bytes = 0;
   int n_ctx = 0;
   GgmlType type_k = GgmlType::F16, type_v = GgmlType::F16;
+  bool v_cache = true;  // false: latent attention, values read from the K rows
   std::vector<Placement> tensors;   // trunk first, then expert tensors
   std::string reason;               // why this mode was chosen
 

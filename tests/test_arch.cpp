@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
+#include <set>
 #include <sstream>
 
 #include "engine/forward/cpu_forward.h"
@@ -130,6 +132,66 @@ TEST(Arch, GptOssReadsItsLayerProgram) {
   EXPECT_EQ(c.n_ctx_orig_yarn, 256);
   // mscale(32) / (1 + 0.1 ln 32): the two cancel (ggml applies the first inside its rope).
   EXPECT_NEAR(c.yarn_attn_factor, 1.0, 1e-6);
+}
+
+TEST(Arch, Deepseek2ReadsItsLayerProgram) {
+  const std::string spec =
+      "arch=deepseek2,n_layer=4,n_layer_dense_lead=1,q_lora=96,kv_lora=64,n_rot=16,head_k_mla=48,head_v_mla=40,"
+      "n_ff_shexp=512,sigmoid_router=1,n_group=4,topk_group=2,expert_weights_scale=2.5,yarn_factor=40,"
+      "n_ctx_orig=256,yarn_log_mul=0.0707";
+  const auto bytes = synth_model_bytes(small(spec));
+  auto m = load(bytes);
+  const ModelConfig& c = m->config();
+  EXPECT_TRUE(c.is_mla());
+  EXPECT_EQ(c.mla.q_lora, 96);
+  EXPECT_EQ(c.mla.kv_lora, 64);
+  EXPECT_EQ(c.head_dim, 64 + 16);  // the cached row: rope part, then the latent
+  EXPECT_EQ(c.n_head_kv, 1);
+  EXPECT_EQ(c.v_dim(), 0);
+  EXPECT_EQ(c.attn_out_dim(), c.n_head * 40);
+  EXPECT_FALSE(c.rope_neox);
+  EXPECT_EQ(c.router.gating, Gating::Sigmoid);
+  EXPECT_EQ(c.router.n_group, 4);
+  EXPECT_EQ(c.router.topk_group, 2);
+  EXPECT_FLOAT_EQ(c.router.scale, 2.5f);
+  // llama.cpp: rope magnitude attn_factor (1; ggml's own 1 + 0.1 ln 40 cancelled), logits
+  // scaled by mscale^2 / sqrt(head_k) with mscale = 1 + 0.0707 ln 40.
+  const double ln40 = std::log(40.0), mscale = 1 + 0.0707 * ln40;
+  EXPECT_NEAR(c.yarn_attn_factor * (1 + 0.1 * ln40), 1.0, 1e-6);
+  EXPECT_NEAR(c.kq_scale, mscale * mscale / std::sqrt(48.0), 1e-5);
+  for (int il = 0; il < 4; ++il) {
+    const LayerWeights& l = m->layers()[il];
+    EXPECT_TRUE(l.spec.mla);
+    EXPECT_EQ(l.spec.moe, il >= 1);
+    EXPECT_EQ(l.spec.probs_bias, il >= 1);  // the file has exp_probs_b
+    EXPECT_EQ(l.spec.shared, il >= 1 ? SharedExpert::Plain : SharedExpert::None);
+    EXPECT_TRUE(l.wq_a && l.wq_b && l.q_a_norm && !l.wq && l.wkv_a && l.wk_b && l.wv_b && !l.wk && !l.wv);
+  }
+  // Without the q bottleneck and with softmax routing (DeepSeek-V2-Lite): attn_q, no selection bias.
+  auto lite = load(synth_model_bytes(small("arch=deepseek2,n_layer_dense_lead=1")));
+  EXPECT_EQ(lite->config().router.gating, Gating::Softmax);
+  EXPECT_TRUE(lite->layers()[1].wq && !lite->layers()[1].wq_a && !lite->layers()[1].spec.probs_bias);
+  // Old files with the unsplit attn_kv_b, and shapes latent attention cannot have, are refused.
+  auto refused = [&](const std::set<std::string>& drop, const std::function<void(GgufWriter&)>& add,
+                     const std::string& why) {
+    try {
+      load(test::rewrite_gguf(bytes, drop, add));
+      ADD_FAILURE() << "accepted: " << why;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+    }
+  };
+  refused({"deepseek2.attention.key_length_mla"}, [](GgufWriter&) {}, "re-convert");
+  refused({"deepseek2.attention.head_count_kv"}, [](GgufWriter& w) { w.add_u32("deepseek2.attention.head_count_kv", 4); },
+          "head_count_kv must be 1");
+  refused({"deepseek2.attention.value_length"}, [](GgufWriter& w) { w.add_u32("deepseek2.attention.value_length", 80); },
+          "value_length");
+  // Only deepseek2 reads the YaRN log multiplier; elsewhere it is refused rather than ignored.
+  const auto qwen = synth_model_bytes(small("arch=qwen3moe,yarn_factor=4"));
+  EXPECT_THROW(load(test::rewrite_gguf(qwen, {}, [](GgufWriter& w) {
+                 w.add_f32("qwen3moe.rope.scaling.yarn_log_multiplier", 0.1f);
+               })),
+               Error);
 }
 
 // rope.scaling.* as llama.cpp reads them.

@@ -77,7 +77,38 @@ SynthSpec SynthSpec::preset(const std::string& name) {
     s.n_ctx_orig = 4096;
     return s;
   }
-  throw Error("unknown preset '" + name + "' (qwen3-30b-a3b, glm-4.5-air, gpt-oss-20b, gpt-oss-120b)");
+  if (name == "deepseek-v2-lite" || name == "deepseek-v3") {
+    const bool v3 = name == "deepseek-v3";
+    s.arch = "deepseek2";
+    s.quant = v3 ? "Q2_K" : "Q4_K_M";
+    s.n_layer = v3 ? 61 : 27;
+    s.n_embd = v3 ? 7168 : 2048;
+    s.n_head = v3 ? 128 : 16;
+    s.q_lora = v3 ? 1536 : 0;
+    s.kv_lora = 512;
+    s.n_rot = 64;
+    s.head_k_mla = 192;
+    s.head_v_mla = 128;
+    s.n_ff = v3 ? 18432 : 10944;
+    s.n_layer_dense_lead = v3 ? 3 : 1;
+    s.n_expert = v3 ? 256 : 64;
+    s.n_expert_used = v3 ? 8 : 6;
+    s.n_ff_exp = v3 ? 2048 : 1408;
+    s.n_ff_shexp = v3 ? 2048 : 2816;
+    s.sigmoid_router = v3;
+    s.expert_weights_scale = v3 ? 2.5f : 1.f;
+    s.n_group = v3 ? 8 : 1;
+    s.topk_group = v3 ? 4 : 1;
+    s.n_vocab = v3 ? 129280 : 102400;
+    s.n_ctx = 163840;
+    s.rope_theta = 10000.f;
+    s.yarn_factor = 40.f;
+    s.n_ctx_orig = 4096;
+    s.yarn_log_mul = v3 ? 0.1f : 0.0707f;
+    return s;
+  }
+  throw Error("unknown preset '" + name +
+              "' (qwen3-30b-a3b, glm-4.5-air, gpt-oss-20b, gpt-oss-120b, deepseek-v2-lite, deepseek-v3)");
 }
 
 void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
@@ -126,6 +157,14 @@ void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
     else if (k == "qk_norm") s.qk_norm = num() != 0;
     else if (k == "expert_weights_scale") s.expert_weights_scale = fnum();
     else if (k == "n_swa") s.n_swa = num();
+    else if (k == "q_lora") s.q_lora = num();
+    else if (k == "kv_lora") s.kv_lora = num();
+    else if (k == "head_k_mla") s.head_k_mla = num();
+    else if (k == "head_v_mla") s.head_v_mla = num();
+    else if (k == "sigmoid_router") s.sigmoid_router = num() != 0;
+    else if (k == "n_group") s.n_group = num();
+    else if (k == "topk_group") s.topk_group = num();
+    else if (k == "yarn_log_mul") s.yarn_log_mul = fnum();
     else if (k == "yarn_factor") s.yarn_factor = fnum();
     else if (k == "n_ctx_orig") s.n_ctx_orig = num();
     else if (k == "n_vocab") s.n_vocab = num();
@@ -168,6 +207,18 @@ ModelConfig synth_config(const SynthSpec& s) {
   c.n_ctx_train = s.n_ctx;
   c.rope_theta = s.rope_theta;
   const ArchDef& a = synth_arch(s);
+  if (a.layer(c, 0).mla) {  // unset sizes default to a small latent attention
+    if (!s.n_rot) c.n_rot = s.head_dim / 2;
+    c.mla = {s.q_lora, s.kv_lora ? s.kv_lora : 2 * s.head_dim, s.head_k_mla ? s.head_k_mla : s.head_dim,
+             s.head_v_mla ? s.head_v_mla : s.head_dim};
+    c.head_dim = c.mla.kv_lora + c.n_rot;
+    c.n_head_kv = 1;
+    c.yarn_log_mul = s.yarn_log_mul;
+    c.router.gating = s.sigmoid_router ? Gating::Sigmoid : Gating::Softmax;
+    c.router.normalize = c.probs_bias = s.sigmoid_router;
+    c.router.n_group = s.n_group;
+    c.router.topk_group = s.topk_group;
+  }
   bool moe = false, shared = false;
   for (int il = 0; il < c.n_layer; ++il) {
     const LayerSpec l = a.layer(c, il);
@@ -184,8 +235,12 @@ ModelConfig synth_config(const SynthSpec& s) {
 std::string describe(const SynthSpec& s) {
   const ModelConfig c = synth_config(s);
   std::ostringstream o;
-  o << s.arch << " " << s.quant << ": " << s.n_layer << " layers, embd " << s.n_embd << ", heads "
-    << s.n_head << "/" << s.n_head_kv << "x" << s.head_dim;
+  o << s.arch << " " << s.quant << ": " << s.n_layer << " layers, embd " << s.n_embd;
+  if (c.is_mla())
+    o << ", latent attention " << s.n_head << " heads (k " << c.mla.head_k << ", v " << c.mla.head_v << "), cache "
+      << c.mla.kv_lora << "+" << c.n_rot;
+  else
+    o << ", heads " << s.n_head << "/" << s.n_head_kv << "x" << s.head_dim;
   if (!c.is_moe())
     o << ", ff " << s.n_ff;
   else
@@ -264,6 +319,7 @@ std::vector<TensorDesc> tensor_list(const SynthSpec& s, const ModelConfig& c) {
         case TensorKind::Router: add(p + t.name, t.ne, il, 2 * w(E)); break;
         case TensorKind::SharedGate:
         case TensorKind::Matrix:
+        case TensorKind::HeadMatrices:
         case TensorKind::Experts: add(p + t.name, t.ne, il, w(t.ne[0])); break;
       }
     }
@@ -325,9 +381,11 @@ GgufWriter build_writer(const SynthSpec& s) {
   if (s.vec_type != "F32" && s.vec_type != "F16" && s.vec_type != "BF16" && s.vec_type != "Q8_0")
     throw Error("synth vec_type '" + s.vec_type + "' is not one of F32, F16, BF16, Q8_0");
   const ModelConfig c = synth_config(s);
-  if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.head_dim <= 0 ||
-      s.n_head % s.n_head_kv != 0 || s.head_dim % 2 != 0)
+  if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || c.n_head_kv <= 0 || c.head_dim <= 0 ||
+      s.n_head % c.n_head_kv != 0 || c.head_dim % 2 != 0)
     throw Error("synth: inconsistent attention shape");
+  if (c.is_mla() && (c.n_rot <= 0 || c.mla.head_k <= c.n_rot || c.mla.head_v <= 0))
+    throw Error("synth: latent attention needs 0 < n_rot < head_k_mla and head_v_mla > 0");
   if (c.is_moe() && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert))
     throw Error("synth: need 0 < n_expert_used <= n_expert");
   const std::string& a = s.arch;
@@ -339,9 +397,9 @@ GgufWriter build_writer(const SynthSpec& s) {
   w.add_u32(a + ".embedding_length", s.n_embd);
   synth_arch(s).write(c, w);
   w.add_u32(a + ".attention.head_count", s.n_head);
-  w.add_u32(a + ".attention.head_count_kv", s.n_head_kv);
-  w.add_u32(a + ".attention.key_length", s.head_dim);
-  w.add_u32(a + ".attention.value_length", s.head_dim);
+  w.add_u32(a + ".attention.head_count_kv", c.n_head_kv);
+  w.add_u32(a + ".attention.key_length", c.head_dim);
+  w.add_u32(a + ".attention.value_length", c.is_mla() ? c.mla.kv_lora : c.head_dim);
   w.add_u32(a + ".rope.dimension_count", c.n_rot);
   w.add_f32(a + ".rope.freq_base", s.rope_theta);
   w.add_f32(a + ".attention.layer_norm_rms_epsilon", 1e-6f);

@@ -10,7 +10,7 @@
 namespace vkmoe {
 
 struct SynthSpec {
-  std::string arch = "qwen3moe";  // llama (dense, or Mixtral with n_expert > 0), qwen3, qwen3moe, olmoe, qwen2moe, glm4moe, gpt-oss
+  std::string arch = "qwen3moe";  // llama (dense, or Mixtral with n_expert > 0), qwen3, qwen3moe, olmoe, qwen2moe, glm4moe, gpt-oss, deepseek2
   int n_layer = 2;
   int n_embd = 256;
   int n_head = 4;
@@ -26,6 +26,11 @@ struct SynthSpec {
   bool qk_norm = false;  // glm4moe: per-head q/k norms
   float expert_weights_scale = 1.f;  // glm4moe: routed scaling factor
   int n_swa = 128;       // gpt-oss: sliding window of the sliding layers
+  // deepseek2's latent attention (0: 2 x head_dim, head_dim, head_dim; n_rot 0: head_dim / 2):
+  int q_lora = 0, kv_lora = 0, head_k_mla = 0, head_v_mla = 0;
+  bool sigmoid_router = false;  // deepseek2: sigmoid scores with a selection bias, renormalized (V3)
+  int n_group = 1, topk_group = 1;  // deepseek2: group-limited top-k
+  float yarn_log_mul = 0;  // deepseek2: rope.scaling.yarn_log_multiplier (0.1 * mscale_all_dim)
   float yarn_factor = 0;  // > 0: YaRN context extension by this factor from n_ctx_orig
   int n_ctx_orig = 4096;
   int n_vocab = 1024;
@@ -41,7 +46,7 @@ struct SynthSpec {
   uint64_t seed = 1;
   static SynthSpec qwen3_30b_a3b();  // Qwen3-30B-A3B shapes
   // A real model's shapes by name (qwen3-30b-a3b, glm-4.5-air, gpt-oss-20b,
-  // gpt-oss-120b); throws Error listing them.
+  // gpt-oss-120b, deepseek-v2-lite, deepseek-v3); throws Error listing them.
   static SynthSpec preset(const std::string& name);
 };
 

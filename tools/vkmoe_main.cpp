@@ -71,7 +71,7 @@ const char* kUsage =
     "                         blocks, their scales)\n"
     "  --set k=v,...          synth/default-model shape (arch, n_layer, n_embd, n_expert, quant, ...)\n"
     "  --preset NAME          synth/default-model shapes of a real model: qwen3-30b-a3b, glm-4.5-air,\n"
-    "                         gpt-oss-20b, gpt-oss-120b\n"
+    "                         gpt-oss-20b, gpt-oss-120b, deepseek-v2-lite, deepseek-v3\n"
     "bench options (each test starts on an empty context; 1 warm-up run, then -r timed runs):\n"
     "  -p, --n-prompt N,...   ppN tests: N prompt tokens in one batched eval (default 512; 0: none)\n"
     "  -n, --n-gen N,...      tgN tests: N tokens generated one at a time (default 128; 0: none)\n"

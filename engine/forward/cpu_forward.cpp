@@ -33,11 +33,12 @@ CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_thr
   if (n_ctx <= 0) throw Error("context size must be positive");
   if (kernels_ == Kernels::Simd) pool_ = std::make_unique<ThreadPool>(n_threads);
   k_cache_.assign(size_t(c_.n_layer) * n_ctx * c_.kv_dim(), 0.f);
-  v_cache_.assign(k_cache_.size(), 0.f);
+  v_cache_.assign(size_t(c_.n_layer) * n_ctx * c_.v_dim(), 0.f);
   for (const auto& l : model.layers()) {
     lf_.push_back({to_f32(l.attn_norm), to_f32(l.ffn_norm), to_f32(l.q_norm), to_f32(l.k_norm),
                    to_f32(l.bq), to_f32(l.bk), to_f32(l.bv), to_f32(l.shexp_gate), to_f32(l.exp_probs_b),
-                   to_f32(l.bo), to_f32(l.router_b), to_f32(l.attn_sinks)});
+                   to_f32(l.bo), to_f32(l.router_b), to_f32(l.attn_sinks), to_f32(l.q_a_norm),
+                   to_f32(l.kv_a_norm)});
   }
   output_norm_ = to_f32(model.output_norm);
 }
@@ -131,13 +132,73 @@ void CpuForward::check_finite(const float* x, size_t n, uint32_t site) {
   if ((first_non_finite_ == 0 || site < first_non_finite_) && !all_finite(x, n)) first_non_finite_ = site;
 }
 
+void CpuForward::project_gqa(int il, const float* xn, int p, float* qt, float* kt, float* vt) {
+  const auto& l = model_.layers()[il];
+  const auto& lf = lf_[il];
+  const int Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
+  const RopeParams rp = c_.rope();
+  matvec(l.wq, xn, qt);
+  matvec(l.wk, xn, kt);
+  matvec(l.wv, xn, vt);
+  if (l.spec.qkv_bias) {
+    for (int i = 0; i < Q; ++i) qt[i] += lf.bq[i];
+    for (int i = 0; i < KV; ++i) kt[i] += lf.bk[i], vt[i] += lf.bv[i];
+  }
+  if (l.spec.qk_norm == QkNorm::PerHead) {
+    for (int h = 0; h < c_.n_head; ++h) rms_norm(qt + h * D, lf.q_norm.data(), qt + h * D, D, c_.norm_eps);
+    for (int h = 0; h < c_.n_head_kv; ++h) rms_norm(kt + h * D, lf.k_norm.data(), kt + h * D, D, c_.norm_eps);
+  } else if (l.spec.qk_norm == QkNorm::Whole) {  // olmoe
+    rms_norm(qt, lf.q_norm.data(), qt, Q, c_.norm_eps);
+    rms_norm(kt, lf.k_norm.data(), kt, KV, c_.norm_eps);
+  }
+  for (int h = 0; h < c_.n_head; ++h) rope(qt + h * D, D, p, rp);
+  for (int h = 0; h < c_.n_head_kv; ++h) rope(kt + h * D, D, p, rp);
+}
+
+// Absorbed latent attention (as llama.cpp runs deepseek2): a query head is
+// [its rotated rope part | attn_k_b . its no-rope part], the cached row
+// [the rotated shared rope key | the normalized latent], so q . k is the
+// model's score, and the latent doubles as the value.
+void CpuForward::project_mla(int il, const float* xn, int p, float* qt, float* kt) {
+  const auto& l = model_.layers()[il];
+  const auto& lf = lf_[il];
+  const ModelConfig::Mla& m = c_.mla;
+  const int R = c_.n_rot, D = c_.head_dim, nope = m.head_k - R;
+  const RopeParams rp = c_.rope();
+  std::vector<float> qh(size_t(c_.n_head) * m.head_k), kva(m.kv_lora + R);
+  if (m.q_lora > 0) {
+    std::vector<float> qa(m.q_lora);
+    matvec(l.wq_a, xn, qa.data());
+    rms_norm(qa.data(), lf.q_a_norm.data(), qa.data(), m.q_lora, c_.norm_eps);
+    matvec(l.wq_b, qa.data(), qh.data());
+  } else {
+    matvec(l.wq, xn, qh.data());
+  }
+  for (int h = 0; h < c_.n_head; ++h) {
+    const float* src = &qh[size_t(h) * m.head_k];
+    float* dst = qt + size_t(h) * D;
+    std::copy(src + nope, src + m.head_k, dst);
+    matvec(l.wk_b, src, dst + R, h);
+    rope(dst, D, p, rp);
+  }
+  matvec(l.wkv_a, xn, kva.data());
+  std::copy(kva.begin() + m.kv_lora, kva.end(), kt);
+  rms_norm(kva.data(), lf.kv_a_norm.data(), kt + R, m.kv_lora, c_.norm_eps);
+  rope(kt, D, p, rp);
+}
+
+void CpuForward::expand_mla(int il, const float* att, float* out) const {
+  const auto& l = model_.layers()[il];
+  for (int h = 0; h < c_.n_head; ++h)
+    matvec(l.wv_b, att + size_t(h) * c_.head_dim + c_.n_rot, out + size_t(h) * c_.mla.head_v, h);
+}
+
 std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
   const int T = static_cast<int>(tokens.size());
   if (T == 0) throw Error("eval: no tokens");
   if (pos_ + T > n_ctx_)
     throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
-  const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
-  const RopeParams rp = c_.rope();
+  const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
   routes_.assign(c_.n_layer, {});
 
   std::vector<float> x(size_t(T) * E);
@@ -147,48 +208,32 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
     dequantize_row(model_.tok_embd.type(), model_.tok_embd.row(tokens[t]), &x[size_t(t) * E], E);
   }
   check_finite(x.data(), x.size(), non_finite_site::layer_input(0));
-  std::vector<float> xn(E), q(size_t(T) * Q), att(Q), o(E), f(E), scores(n_ctx_);
+  std::vector<float> xn(E), q(size_t(T) * Q), att(Q), ao(c_.attn_out_dim()), o(E), f(E), scores(n_ctx_);
   for (int il = 0; il < c_.n_layer; ++il) {
     const auto& l = model_.layers()[il];
     const auto& lf = lf_[il];
     float* kc = &k_cache_[size_t(il) * n_ctx_ * KV];
-    float* vc = &v_cache_[size_t(il) * n_ctx_ * KV];
+    float* vc = l.spec.mla ? kc : &v_cache_[size_t(il) * n_ctx_ * KV];
     for (int t = 0; t < T; ++t) {
       const int p = pos_ + t;
-      float* qt = &q[size_t(t) * Q];
-      float* kt = kc + size_t(p) * KV;
-      float* vt = vc + size_t(p) * KV;
       rms_norm(&x[size_t(t) * E], lf.attn_norm.data(), xn.data(), E, c_.norm_eps);
-      matvec(l.wq, xn.data(), qt);
-      matvec(l.wk, xn.data(), kt);
-      matvec(l.wv, xn.data(), vt);
-      if (l.spec.qkv_bias) {
-        for (int i = 0; i < Q; ++i) qt[i] += lf.bq[i];
-        for (int i = 0; i < KV; ++i) kt[i] += lf.bk[i], vt[i] += lf.bv[i];
-      }
-      if (l.spec.qk_norm != QkNorm::None) {
-        if (l.spec.qk_norm == QkNorm::PerHead) {
-          for (int h = 0; h < c_.n_head; ++h) rms_norm(qt + h * D, lf.q_norm.data(), qt + h * D, D, c_.norm_eps);
-          for (int h = 0; h < c_.n_head_kv; ++h) rms_norm(kt + h * D, lf.k_norm.data(), kt + h * D, D, c_.norm_eps);
-        } else {  // whole projection (olmoe)
-          rms_norm(qt, lf.q_norm.data(), qt, Q, c_.norm_eps);
-          rms_norm(kt, lf.k_norm.data(), kt, KV, c_.norm_eps);
-        }
-      }
-      for (int h = 0; h < c_.n_head; ++h) rope(qt + h * D, D, p, rp);
-      for (int h = 0; h < c_.n_head_kv; ++h) rope(kt + h * D, D, p, rp);
+      if (l.spec.mla)
+        project_mla(il, xn.data(), p, &q[size_t(t) * Q], kc + size_t(p) * KV);
+      else
+        project_gqa(il, xn.data(), p, &q[size_t(t) * Q], kc + size_t(p) * KV, vc + size_t(p) * KV);
     }
     AttentionRefShape as;
-    as.head_dim = D;
+    as.head_dim = c_.head_dim;
     as.n_head = c_.n_head;
     as.n_head_kv = c_.n_head_kv;
-    as.scale = 1.0f / std::sqrt(static_cast<float>(D));
+    as.scale = c_.attn_scale();
     as.window = l.spec.window;
     as.sinks = l.spec.sinks ? lf.attn_sinks.data() : nullptr;
     for (int t = 0; t < T; ++t) {
       attend_ref(&q[size_t(t) * Q], kc, vc, KV, pos_ + t, as, att.data(), scores);
       float* xt = &x[size_t(t) * E];
-      matvec(l.wo, att.data(), o.data());
+      if (l.spec.mla) expand_mla(il, att.data(), ao.data());
+      matvec(l.wo, l.spec.mla ? ao.data() : att.data(), o.data());
       for (int i = 0; i < E; ++i) xt[i] += o[i];
       if (l.spec.o_bias)
         for (int i = 0; i < E; ++i) xt[i] += lf.bo[i];

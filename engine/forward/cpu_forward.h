@@ -39,6 +39,12 @@ class CpuForward {
 
  private:
   void matvec(const Weight& w, const float* x, float* y, int expert = -1) const;
+  // The attention inputs of one token at position p from its normalized
+  // hidden state xn: q (q_dim) and its cache rows k, v (kv_dim; MLA: k only).
+  void project_gqa(int il, const float* xn, int p, float* q, float* k, float* v);
+  void project_mla(int il, const float* xn, int p, float* q, float* k);
+  // MLA: each head's output latent (att, q_dim) expanded by attn_v_b (out, attn_out_dim).
+  void expand_mla(int il, const float* att, float* out) const;
   void ffn_moe(int il, const float* x, float* out);
   // out = down(act(gate x + b_gate, up x + b_up)) + b_down; the biases are
   // expert `expert`'s rows of biases' *_exps_b tables (null: none).
@@ -54,10 +60,11 @@ class CpuForward {
   int pos_ = 0;
   uint32_t first_non_finite_ = 0;
   void check_finite(const float* x, size_t n, uint32_t site);
-  std::vector<float> k_cache_, v_cache_;  // [layer][pos][kv_dim]
+  std::vector<float> k_cache_, v_cache_;  // [layer][pos][kv_dim] (MLA: no v_cache_)
   struct LayerF32 {
     std::vector<float> attn_norm, ffn_norm, q_norm, k_norm, bq, bk, bv, shexp_gate, exp_probs_b;
     std::vector<float> bo, router_b, attn_sinks;  // empty when the layer has none
+    std::vector<float> q_a_norm, kv_a_norm;          // MLA
   };
   std::vector<LayerF32> lf_;
   std::vector<float> output_norm_;

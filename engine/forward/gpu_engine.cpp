@@ -332,6 +332,8 @@ std::string GpuEngine::stats_report() const {
 }
 
 std::unique_ptr<Engine> make_gpu_engine(const Model& m, const EngineOptions& o) {
+  if (m.config().is_mla())
+    throw Error("latent attention (" + m.config().arch + ") runs on the CPU only so far; use --backend cpu");
   return std::make_unique<GpuEngine>(m, o);
 }
 

@@ -20,7 +20,8 @@ enum class SharedExpert : uint8_t { None, Gated, Plain };
 enum class FfnAct : uint8_t { SiLU, OaiSwiGLU };
 
 struct LayerSpec {
-  // attention
+  // attention: grouped-query, or multi-head latent (deepseek2; ModelConfig::mla)
+  bool mla = false;
   bool qkv_bias = false;
   bool o_bias = false;      // attn_output.bias
   bool sinks = false;       // a learned per-head logit in every softmax (gpt-oss), its mass dropped

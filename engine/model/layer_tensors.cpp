@@ -2,17 +2,46 @@
 
 namespace vkmoe {
 
+namespace {
+
+using L = LayerWeights;
+
+// Multi-head latent attention (ModelConfig::Mla).
+std::vector<LayerTensorSlot> mla_tensors(const ModelConfig& c) {
+  const ModelConfig::Mla& m = c.mla;
+  const int64_t E = c.n_embd, H = c.n_head, nope = m.head_k - c.n_rot;
+  std::vector<LayerTensorSlot> v = {{&L::attn_norm, "attn_norm.weight", {E}, TensorKind::Norm}};
+  if (m.q_lora > 0) {
+    v.push_back({&L::wq_a, "attn_q_a.weight", {E, m.q_lora}, TensorKind::Matrix});
+    v.push_back({&L::q_a_norm, "attn_q_a_norm.weight", {m.q_lora}, TensorKind::Norm});
+    v.push_back({&L::wq_b, "attn_q_b.weight", {m.q_lora, H * m.head_k}, TensorKind::Matrix});
+  } else {
+    v.push_back({&L::wq, "attn_q.weight", {E, H * m.head_k}, TensorKind::Matrix});
+  }
+  v.push_back({&L::wkv_a, "attn_kv_a_mqa.weight", {E, m.kv_lora + c.n_rot}, TensorKind::Matrix});
+  v.push_back({&L::kv_a_norm, "attn_kv_a_norm.weight", {m.kv_lora}, TensorKind::Norm});
+  v.push_back({&L::wk_b, "attn_k_b.weight", {nope, m.kv_lora, H}, TensorKind::HeadMatrices});
+  v.push_back({&L::wv_b, "attn_v_b.weight", {m.kv_lora, m.head_v, H}, TensorKind::HeadMatrices});
+  v.push_back({&L::wo, "attn_output.weight", {H * m.head_v, E}, TensorKind::Matrix});
+  return v;
+}
+
+}  // namespace
+
 std::vector<LayerTensorSlot> layer_tensors(const ModelConfig& c, const LayerSpec& s) {
-  using L = LayerWeights;
   // 64-bit products: synth builds files from unchecked configurations.
   const int64_t E = c.n_embd, D = c.head_dim, Q = int64_t{c.n_head} * D, KV = int64_t{c.n_head_kv} * D;
-  std::vector<LayerTensorSlot> v = {
-      {&L::attn_norm, "attn_norm.weight", {E}, TensorKind::Norm},
-      {&L::wq, "attn_q.weight", {E, Q}, TensorKind::Matrix},
-      {&L::wk, "attn_k.weight", {E, KV}, TensorKind::Matrix},
-      {&L::wv, "attn_v.weight", {E, KV}, TensorKind::Matrix},
-      {&L::wo, "attn_output.weight", {Q, E}, TensorKind::Matrix},
-  };
+  std::vector<LayerTensorSlot> v;
+  if (s.mla)
+    v = mla_tensors(c);
+  else
+    v = {
+        {&L::attn_norm, "attn_norm.weight", {E}, TensorKind::Norm},
+        {&L::wq, "attn_q.weight", {E, Q}, TensorKind::Matrix},
+        {&L::wk, "attn_k.weight", {E, KV}, TensorKind::Matrix},
+        {&L::wv, "attn_v.weight", {E, KV}, TensorKind::Matrix},
+        {&L::wo, "attn_output.weight", {Q, E}, TensorKind::Matrix},
+    };
   if (s.qkv_bias) {
     v.push_back({&L::bq, "attn_q.bias", {Q}, TensorKind::Bias});
     v.push_back({&L::bk, "attn_k.bias", {KV}, TensorKind::Bias});

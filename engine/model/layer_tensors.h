@@ -8,7 +8,8 @@
 
 namespace vkmoe {
 
-enum class TensorKind : uint8_t { Norm, Bias, Matrix, Router, SharedGate, Experts };
+// HeadMatrices: one matrix per attention head, stacked {in, out, n_head} (MLA's attn_k_b, attn_v_b).
+enum class TensorKind : uint8_t { Norm, Bias, Matrix, HeadMatrices, Router, SharedGate, Experts };
 
 struct LayerTensorSlot {
   Weight LayerWeights::*member;

@@ -55,8 +55,6 @@ void read_common(const Hparams& h, ModelConfig& c) {
   if (c.n_head % c.n_head_kv != 0) h.fail("head_count is not a multiple of head_count_kv");
   c.head_dim = h.opt_int("attention.key_length", c.n_embd / c.n_head);
   if (c.head_dim <= 0) h.fail("head dimension embedding_length / head_count is 0");
-  if (h.opt_int("attention.value_length", c.head_dim) != c.head_dim)
-    h.fail("attention.value_length != key_length is not supported");
   c.n_rot = h.opt_int("rope.dimension_count", c.head_dim);
   if (c.n_rot > c.head_dim || c.n_rot % 2) h.fail("rope.dimension_count must be even and at most the head dimension");
   if (c.head_dim % 2) h.fail("odd head dimension");
@@ -91,6 +89,12 @@ std::unique_ptr<Model> Model::from_gguf(std::unique_ptr<GgufFile> file, const Sp
   const Hparams L(f, an);
   read_common(L, c);
   arch->configure(L, c);
+  if (c.yarn_log_mul != 0 && c.kq_scale == 0)  // the architectures that use it set kq_scale from it
+    L.fail("rope.scaling.yarn_log_multiplier is not supported for " + an);
+  const int value_length = L.opt_int("attention.value_length", c.head_dim);
+  if (c.is_mla() ? value_length != c.mla.kv_lora : value_length != c.head_dim)
+    L.fail("attention.value_length " + std::to_string(value_length) + " is not supported with key_length " +
+           std::to_string(c.head_dim));
 
   bool any_moe = false, any_dense = false;
   for (int il = 0; il < c.n_layer; ++il) (arch->layer(c, il).moe ? any_moe : any_dense) = true;

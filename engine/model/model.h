@@ -1,5 +1,6 @@
 #pragma once
 // Model hyper-parameters and weight views read from a GGUF file.
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,7 +19,7 @@ struct ModelConfig {
   int n_embd = 0;
   int n_head = 0;
   int n_head_kv = 0;
-  int head_dim = 0;        // key/value length per head
+  int head_dim = 0;        // key/value length per head (MLA: of the cached row, kv_lora + n_rot)
   int n_ff = 0;            // dense FFN width (0 for MoE-only models)
   int n_vocab = 0;
   int n_ctx_train = 0;
@@ -36,14 +37,30 @@ struct ModelConfig {
   float rope_freq_scale = 1.f, yarn_ext_factor = 0.f, yarn_attn_factor = 1.f;
   float yarn_beta_fast = 32.f, yarn_beta_slow = 1.f;
   int n_ctx_orig_yarn = 0;
+  float yarn_log_mul = 0;  // rope.scaling.yarn_log_multiplier as stored (0.1 * mscale_all_dim); deepseek2 only
   float norm_eps = 1e-6f;
   bool rope_neox = false;  // NeoX (half-split) rotation vs. adjacent pairs
   RouterParams router;     // how the top-k experts and their weights are chosen
   QkNorm qk_norm = QkNorm::None;  // for architectures where the file decides (glm4moe)
+  bool probs_bias = false;         // likewise for exp_probs_b (deepseek2)
+  // Multi-head latent attention (deepseek2). Each position caches one row of
+  // head_dim = n_rot + kv_lora values: its rotated key part, then the
+  // normalized latent, which also serves as the value. Queries come through a
+  // q_lora bottleneck (0: one projection); each head's no-rope part (head_k -
+  // n_rot values) is absorbed into latent space by attn_k_b, and its output
+  // latent expanded to head_v values by attn_v_b. n_head_kv is 1.
+  struct Mla {
+    int q_lora = 0, kv_lora = 0, head_k = 0, head_v = 0;
+  } mla;
+  float kq_scale = 0;  // attention logit scale; 0: 1 / sqrt(head_dim)
+  bool is_mla() const { return mla.kv_lora > 0; }
+  float attn_scale() const { return kq_scale > 0 ? kq_scale : 1.0f / std::sqrt(float(head_dim)); }
   bool is_moe() const { return n_expert > 0; }
   // Model::load checks that these products fit.
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
+  int v_dim() const { return is_mla() ? 0 : kv_dim(); }  // MLA's values are part of the key rows
+  int attn_out_dim() const { return is_mla() ? n_head * mla.head_v : q_dim(); }  // attn_output's input
   RopeParams rope() const {
     RopeParams p;
     p.n_rot = n_rot;
@@ -77,6 +94,7 @@ struct Weight {
 struct LayerWeights {
   LayerSpec spec;  // what the layer computes; which of the weights below it holds
   Weight attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, attn_sinks, q_norm, k_norm;
+  Weight wq_a, q_a_norm, wq_b, wkv_a, kv_a_norm, wk_b, wv_b;  // MLA (wq when there is no q_lora)
   Weight ffn_norm;
   Weight ffn_gate, ffn_up, ffn_down;                  // dense FFN
   Weight router, router_b, exp_probs_b, gate_exps, up_exps, down_exps;  // MoE

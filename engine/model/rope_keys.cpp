@@ -26,8 +26,7 @@ void read_rope_scaling(const Hparams& h, ModelConfig& c) {
     c.yarn_ext_factor = opt_float(h, "rope.scaling.yarn_ext_factor", 1.0, 0.0, 1e6);
     c.yarn_beta_fast = opt_float(h, "rope.scaling.yarn_beta_fast", 32.0, 0.0, 1e6);
     c.yarn_beta_slow = opt_float(h, "rope.scaling.yarn_beta_slow", 1.0, 0.0, 1e6);
-    const float log_mul = opt_float(h, "rope.scaling.yarn_log_multiplier", 0.0, 0.0, 1e6);
-    if (log_mul != 0) h.fail("rope.scaling.yarn_log_multiplier is not supported yet");
+    c.yarn_log_mul = opt_float(h, "rope.scaling.yarn_log_multiplier", 0.0, 0.0, 1e6);
     if (c.yarn_ext_factor != 0) {
       const float f = 1.0f / c.rope_freq_scale;
       const float mscale = f <= 1.0f ? 1.0f : 0.1f * std::log(f) + 1.0f;

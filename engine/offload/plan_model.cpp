@@ -32,7 +32,7 @@ PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlTy
   in.experts.n_layer = c.n_layer;
   in.experts.n_expert = c.n_expert;
   in.experts.n_expert_used = c.n_expert_used;
-  in.kv = {c.n_layer, n_ctx, c.kv_dim(), kv_type, kv_type};
+  in.kv = {c.n_layer, n_ctx, c.kv_dim(), kv_type, kv_type, c.v_dim()};
   const uint32_t ub = uint32_t(std::clamp(n_ubatch, 1, std::max(n_ctx, 1)));
   in.scratch_bytes = activation_bytes(ActivationShape::of(c, ub, uint32_t(std::max(n_ctx, 1)))) + kScratchSafetyMargin;
   in.prefill_staging_experts = ub > 1 ? c.n_expert : 0;

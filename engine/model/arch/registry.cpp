@@ -2,11 +2,12 @@
 
 namespace vkmoe {
 
-extern const ArchDef kArchLlama, kArchQwen3, kArchQwen3Moe, kArchOlmoe, kArchQwen2Moe, kArchGlm4Moe, kArchGptOss;
+extern const ArchDef kArchLlama, kArchQwen3, kArchQwen3Moe, kArchOlmoe, kArchQwen2Moe, kArchGlm4Moe, kArchGptOss,
+    kArchDeepseek2;
 
 namespace {
 const ArchDef* const kArchs[] = {&kArchLlama, &kArchQwen3, &kArchQwen3Moe, &kArchOlmoe, &kArchQwen2Moe, &kArchGlm4Moe,
-                                 &kArchGptOss};
+                                 &kArchGptOss, &kArchDeepseek2};
 }  // namespace
 
 const ArchDef* find_arch(const std::string& name) {
