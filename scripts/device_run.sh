@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs on the lent GPU machine (device tool): binaries built here travel in
 # devbin/ (see scripts/pack_devbin.sh), the Vulkan loader in .gl/.
-# usage: scripts/device_run.sh STEP...   (steps: info tests shaders cpu synth bench)
+# usage: scripts/device_run.sh STEP...
+#   steps: info tests golden coopmat hf shaders cpu synth bench profile ds-perf
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
@@ -11,6 +12,21 @@ for step in "$@"; do
     info) nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm,clocks.max.mem --format=csv; nproc; free -g | head -2
           $B/vkmoe info ;;
     tests) $B/vkmoe_tests --gtest_brief=1 --gtest_filter='Vk*:Shader*:GpuForward*:GpuOffload*' 2>&1 | tail -30 ;;
+    golden) $B/vkmoe_tests --gtest_brief=1 \
+              --gtest_filter='GoldenLogits.*:Arch*:*Mla*:*Deepseek*:*HeadMatmul*:*ShaderAttention*' 2>&1 |
+              tee "$OUT/golden.txt" | grep -E "gpu|PASSED|FAILED|Failure" ;;
+    coopmat) $B/vkmoe_tests --gtest_brief=1 --gtest_filter='*Coopmat*:*Cm2*' 2>&1 | tee "$OUT/coopmat.txt" | tail -30 ;;
+    hf)  # against transformers (installed there); HF_ARCHS limits the architectures
+      mkdir -p /tmp/conv && tar xzf anchors/convert.tar.gz -C /tmp/conv
+      python3 scripts/hf_compare.py $B/vkmoe /tmp/conv /tmp/hf ${HF_ARCHS:-} 2>&1 | grep -v "^INFO\|^WARNING" | tail -30
+      cp /tmp/hf/hf_compare.json "$OUT/" ;;
+    ds-perf)  # deepseek-v2-lite shapes (Q4_K_M): resident and under 8 GiB, beside llama-bench
+      DS=/tmp/deepseek-v2-lite-synth-q4km.gguf
+      [ -f $DS ] || $B/vkmoe synth --preset deepseek-v2-lite -o $DS 2>&1 | tail -1
+      unpack_llama
+      $B/vkmoe plan -m $DS --vram-budget 8GiB 2>&1 | head -4
+      for a in "--moe-mode resident" "--vram-budget 8GiB"; do run $B/vkmoe bench -m $DS -p 512 -n 128 -r 2 $a; done
+      for a in "-ncmoe 0" "-ncmoe ${DS_NCMOE:-12}"; do run /tmp/ll/llama-bench -m $DS -ngl 99 -p 512 -n 128 -r 2 $a; done ;;
     shaders) $B/vkmoe bench-shaders 2>&1 | tee "$OUT/bench_shaders.txt" ;;
     cpu) $B/bench_cpu_kernels --benchmark_min_time=0.2 2>&1 | tee "$OUT/bench_cpu.txt" | tail -40 ;;
     synth) [ -f $MODEL ] || $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL; ls -la $MODEL ;;

@@ -52,6 +52,23 @@ def tiny_configs():
                                             "truncate": True, "original_max_position_embeddings": 128},
                               layer_types=["sliding_attention", "full_attention"] * 2, **common)
         out["gpt-oss"] = (cfg, tf.GptOssForCausalLM)
+    mla = dict(vocab_size=VOCAB, hidden_size=256, num_attention_heads=4, num_key_value_heads=4,
+               max_position_embeddings=4096, rms_norm_eps=1e-6, tie_word_embeddings=False, num_hidden_layers=3,
+               intermediate_size=384, moe_intermediate_size=128, n_routed_experts=16, num_experts_per_tok=4,
+               first_k_dense_replace=1, kv_lora_rank=64, qk_rope_head_dim=32, qk_nope_head_dim=48,
+               v_head_dim=48, rope_theta=10000.0)
+    if hasattr(tf, "DeepseekV3Config"):  # V3: q bottleneck, sigmoid scores, selection bias, groups, scaling
+        out["deepseek2"] = (tf.DeepseekV3Config(q_lora_rank=96, n_shared_experts=1, routed_scaling_factor=2.5,
+                                                n_group=4, topk_group=2, norm_topk_prob=True, **mla),
+                            tf.DeepseekV3ForCausalLM)
+    if hasattr(tf, "DeepseekV2Config"):  # V2-Lite: no q bottleneck, softmax, YaRN with mscale_all_dim
+        out["deepseek2-lite"] = (tf.DeepseekV2Config(q_lora_rank=None, n_shared_experts=2, routed_scaling_factor=1.0,
+                                                     topk_method="greedy", norm_topk_prob=False,
+                                                     rope_scaling={"type": "yarn", "rope_type": "yarn", "factor": 8.0,
+                                                                   "original_max_position_embeddings": 512,
+                                                                   "beta_fast": 32.0, "beta_slow": 1.0,
+                                                                   "mscale": 0.707, "mscale_all_dim": 0.707},
+                                                     **mla), tf.DeepseekV2ForCausalLM)
     return out
 
 
@@ -96,42 +113,50 @@ def compare(got, want, n_vocab):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    import array
     import transformers
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
     results = {}
     for name, (cfg, cls) in tiny_configs().items():
         if WANT and name not in WANT:
             continue
-        torch.manual_seed(0)
-        model = cls(cfg).float().eval()
-        with torch.no_grad():  # biases and sinks are zero at init: make them matter
-            for pname, p in model.named_parameters():
-                if pname.endswith("bias") or "sinks" in pname:
-                    p.normal_(0, 0.5)
-        d = os.path.join(OUT, name + "-hf")
-        model.save_pretrained(d, safe_serialization=True)
-        write_tokenizer(d)
-        gguf = os.path.join(OUT, name + ".gguf")
-        convert(d, gguf)
-        with torch.no_grad():
-            logits = model(torch.tensor([TOKENS])).logits[0].float().tolist()
-        for backend in ("cpu", "gpu"):
-            f32 = os.path.join(OUT, f"{name}-{backend}.f32")
-            r = subprocess.run([VK, "logits", "-m", gguf, "--tokens", ",".join(map(str, TOKENS)), "-o", f32,
-                                "--backend", backend, "-c", "64"], capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f"{name} {backend}: vkmoe failed: {r.stderr.strip()}")
-                results[f"{name}/{backend}"] = {"error": r.stderr.strip()}
-                continue
-            got = array.array("f")
-            with open(f32, "rb") as fh:
-                got.frombytes(fh.read())
-            rel, mx, top1 = compare(got, logits, VOCAB)
-            print(f"{name:9s} {backend}: max rel L2 {rel:.2e}, max abs {mx:.2e}, top-1 {top1}/{len(TOKENS)}")
-            results[f"{name}/{backend}"] = {"rel_l2": rel, "max_abs": mx, "top1": top1, "n": len(TOKENS)}
+        try:
+            run_one(name, cfg, cls, results)
+        except Exception as e:  # one architecture's failure does not hide the others
+            print(f"{name}: failed: {type(e).__name__}: {e}")
+            results[name] = {"error": f"{type(e).__name__}: {e}"}
     with open(os.path.join(OUT, "hf_compare.json"), "w") as fh:
         json.dump(results, fh, indent=1)
+
+
+def run_one(name, cfg, cls, results):
+    import array
+    torch.manual_seed(0)
+    model = cls(cfg).float().eval()
+    with torch.no_grad():  # biases and sinks are zero at init: make them matter
+        for pname, p in list(model.named_parameters()) + list(model.named_buffers()):
+            if pname.endswith("bias") or "sinks" in pname:
+                p.normal_(0, 0.5)
+    d = os.path.join(OUT, name + "-hf")
+    model.save_pretrained(d, safe_serialization=True)
+    write_tokenizer(d)
+    gguf = os.path.join(OUT, name + ".gguf")
+    convert(d, gguf)
+    with torch.no_grad():
+        logits = model(torch.tensor([TOKENS])).logits[0].float().tolist()
+    for backend in ("cpu", "gpu"):
+        f32 = os.path.join(OUT, f"{name}-{backend}.f32")
+        r = subprocess.run([VK, "logits", "-m", gguf, "--tokens", ",".join(map(str, TOKENS)), "-o", f32,
+                            "--backend", backend, "-c", "64"], capture_output=True, text=True)
+        if r.returncode != 0:
+            print(f"{name} {backend}: vkmoe failed: {r.stderr.strip()}")
+            results[f"{name}/{backend}"] = {"error": r.stderr.strip()}
+            continue
+        got = array.array("f")
+        with open(f32, "rb") as fh:
+            got.frombytes(fh.read())
+        rel, mx, top1 = compare(got, logits, VOCAB)
+        print(f"{name:9s} {backend}: max rel L2 {rel:.2e}, max abs {mx:.2e}, top-1 {top1}/{len(TOKENS)}")
+        results[f"{name}/{backend}"] = {"rel_l2": rel, "max_abs": mx, "top1": top1, "n": len(TOKENS)}
 
 
 main()
