@@ -4,10 +4,9 @@
 // addressed loads that decode the weight blocks to f16 on the way in, f32
 // accumulation (see vk_gemm.h). The activations come as f16 rows from
 // to_f16.comp: tokens, or (INDEXED) the slots of the MoE table, gathered.
-// Compile-time: WTYPE (wtype.glsl; types from Q4_0 on are decoded per
-// element by dequant.glsl's dq_at through a block reference), INDEXED
-// (expert-grouped over a MoE table: one workgroup column = one table tile of
-// BN = kMoeTileRows slots, one expert).
+// Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
+// matvec.comp), INDEXED (expert-grouped over a MoE table: one workgroup
+// column = one table tile of BN = kMoeTileRows slots, one expert).
 // Specialization: 0 = workgroup size, 1 = BM weight rows, 2 = BN tokens,
 // 3 = BK columns per step.
 // The weights binding starts at the matrix (or expert 0).
@@ -19,11 +18,6 @@
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_NV_cooperative_matrix2 : require
 #extension GL_EXT_buffer_reference : require
-#extension GL_GOOGLE_include_directive : require
-#include "wtype.glsl"
-#if defined(DQ) && DQ_UNIT == 1
-#extension GL_EXT_shader_explicit_arithmetic_types_int8 : require  // MXFP4's byte blocks in tensor loads
-#endif
 
 #ifndef INDEXED
 #define INDEXED 0
@@ -61,17 +55,6 @@ struct BlockQ6_K { uint16_t ql[64]; uint16_t qh[32]; uint16_t scales[8]; float16
 #elif WTYPE == 7
 #define QK 256
 #define WBLOCK BlockQ6_K
-#elif defined(DQ)
-#define QK DQ_QK
-#if DQ_UNIT == 1
-#define DQ_WORD uint8_t
-#elif DQ_UNIT == 2
-#define DQ_WORD uint16_t
-#else
-#define DQ_WORD uint
-#endif
-struct BlockDq { DQ_WORD v[DQ_BYTES / DQ_UNIT]; };  // a block as its load units
-#define WBLOCK BlockDq
 #else
 #error "unknown WTYPE"
 #endif
@@ -96,14 +79,6 @@ layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ8_0 { Bl
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefQ4_K { BlockQ4_K b; };
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefQ5_K { BlockQ5_K b; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ6_K { BlockQ6_K b; };
-
-#ifdef DQ
-layout(buffer_reference, std430, buffer_reference_align = DQ_UNIT) buffer RefDq { BlockDq blk; };
-#define DQ_BLK RefDq
-#define DQ_AT(r, u) (r).blk.v[u]
-#include "dequant.glsl"
-float16_t decode_dq(const in RefDq r, const in uint bc[2], const in uint ib[2]) { return float16_t(dq_at(r, ib[1])); }
-#endif
 
 float16_t decode_f32(const in RefF32 r, const in uint bc[2], const in uint ib[2]) { return float16_t(r.v); }
 float16_t decode_bf16(const in RefBF16 r, const in uint bc[2], const in uint ib[2]) {
@@ -163,10 +138,8 @@ float16_t decode_q6_k(const in RefQ6_K r, const in uint bc[2], const in uint ib[
 #define DECODE_W , decode_q4_k
 #elif WTYPE == 6
 #define DECODE_W , decode_q5_k
-#elif WTYPE == 7
-#define DECODE_W , decode_q6_k
 #else
-#define DECODE_W , decode_dq
+#define DECODE_W , decode_q6_k
 #endif
 
 #if INDEXED

@@ -26,15 +26,12 @@ function(vkmoe_coopmat_shader NAME SRC)
     COMMAND ${VKMOE_GLSLANG15} -V --target-env vulkan1.3 ${defs} -I${CMAKE_SOURCE_DIR}/shaders
             -o ${spv} ${CMAKE_SOURCE_DIR}/shaders/${SRC} > /dev/null
     COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DOUT=${out} -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
-    DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${SRC} ${CMAKE_SOURCE_DIR}/shaders/wtype.glsl
-            ${CMAKE_SOURCE_DIR}/shaders/dequant.glsl ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
+    DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${SRC} ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
     COMMENT "glslang15 ${SRC} -> ${NAME}")
   set_property(GLOBAL APPEND PROPERTY VKMOE_SHADER_NAMES ${NAME})
   set_property(GLOBAL APPEND PROPERTY VKMOE_SHADER_OUTPUTS ${out})
 endfunction()
-# WTYPE ids: shaders/wtype.glsl (Q4_0 on: dequant.glsl's generic decoders).
-foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7 q4_0:8 q4_1:9 q5_0:10 q5_1:11 iq4_nl:12 mxfp4:13
-          q2_k:14 q3_k:15 iq4_xs:16)
+foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
   string(REPLACE ":" ";" tv ${t})
   list(GET tv 0 tname)
   list(GET tv 1 tid)

@@ -1,10 +1,9 @@
 #version 450
 // Y[n][r] = (accumulate ? Y[n][r] : 0) + sum_i W[r][i] X[n][i] with
 // GL_KHR_cooperative_matrix: f16 inputs, f32 accumulation (see vk_gemm.h).
-// Compile-time: WTYPE (wtype.glsl; types from Q4_0 on go through
-// dequant.glsl's dq_fetch / dq_value, a 16-element run of one block per
-// chunk), INDEXED (expert-grouped over a MoE table: one workgroup column = one
-// table tile of BN = 32 slot rows, one expert).
+// Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
+// matvec.comp), INDEXED (expert-grouped over a MoE table: one workgroup
+// column = one table tile of BN = 32 slot rows, one expert).
 // Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
 // workgroup, 2 = BN tokens per workgroup, 3 = WM, 4 = WN rows/tokens per
 // subgroup, 5..7 = TM, TN, TK fragment sizes, 8 = SG subgroup size,
@@ -17,7 +16,6 @@
 // multiplies). Results go through a per-subgroup shared fragment so that
 // tails, skipped slots and accumulation are handled per element.
 #extension GL_EXT_control_flow_attributes : require
-#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
@@ -25,7 +23,13 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
 
-#include "wtype.glsl"
+#define WT_F32 1
+#define WT_F16 2
+#define WT_BF16 3
+#define WT_Q8_0 4
+#define WT_Q4_K 5
+#define WT_Q5_K 6
+#define WT_Q6_K 7
 #ifndef INDEXED
 #define INDEXED 0
 #endif
@@ -46,9 +50,6 @@
 #elif WTYPE == WT_Q6_K
 #define QK 256
 #define BLOCK_BYTES 210
-#elif defined(DQ)
-#define QK DQ_QK
-#define BLOCK_BYTES DQ_BYTES
 #else
 #error "unknown WTYPE"
 #endif
@@ -81,7 +82,6 @@ layout(set = 0, binding = 2) buffer Y { float y[]; };
 #if INDEXED
 layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
 #endif
-#include "dequant.glsl"
 
 layout(push_constant) uniform Push {
   uint ncols, nrows, n_tokens, w_offset;
@@ -99,11 +99,6 @@ shared float sout[WARPS * TM * TN];
 struct Raw {
   uvec4 a, b, c, d;
 };
-#ifdef DQ
-#define WRaw DqRaw
-#else
-#define WRaw Raw
-#endif
 
 uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
 
@@ -135,12 +130,6 @@ vec2 k_scale_min(uvec4 h, uint j) {
 #endif
 
 // Loads the 16-element chunk at column kc (a multiple of 16) of weight row bytes rb.
-#ifdef DQ
-WRaw load_w(uint rb, uint kc) {
-  if (kc >= p.ncols) return DqRaw(uvec4(0), uvec4(0), uvec2(0));  // past the row: decodes to zeros
-  return dq_fetch((rb + (kc / QK) * BLOCK_BYTES) / DQ_UNIT, kc % QK);
-}
-#else
 Raw load_w(uint rb, uint kc) {
   Raw r;
   const uint k0 = kc & ~31u, half_ = (kc >> 4) & 1u;
@@ -185,10 +174,9 @@ Raw load_w(uint rb, uint kc) {
 #endif
   return r;
 }
-#endif
 
 // Decodes a chunk loaded by load_w into 16 f16 values.
-void decode_w(WRaw r, uint kc, out f16vec4 v[4]) {
+void decode_w(Raw r, uint kc, out f16vec4 v[4]) {
   const uint k0 = kc & ~31u, half_ = (kc >> 4) & 1u;
 #if !defined(FLOAT_W)
   if (kc >= p.ncols) {
@@ -239,11 +227,6 @@ void decode_w(WRaw r, uint kc, out f16vec4 v[4]) {
     const uint q = ((r.a[t] >> (4 * (m >> 1))) & 0x0F0F0F0Fu) | (((r.b[t] >> (2 * m)) & 0x03030303u) << 4);
     v[t] = f16vec4(scale * (bytes4(q) - 32.0));
   }
-#elif defined(DQ)
-  const uint e = kc % QK;
-  [[unroll]] for (uint t = 0; t < 4; ++t)
-    v[t] = f16vec4(dq_value(r, e, 4 * t), dq_value(r, e, 4 * t + 1), dq_value(r, e, 4 * t + 2),
-                   dq_value(r, e, 4 * t + 3));
 #endif
 }
 
@@ -306,8 +289,7 @@ void main() {
   [[unroll]] for (uint i = 0; i < NI * NJ; ++i)
     acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
 
-  WRaw ra[A_PER_T];
-  Raw rb[B_PER_T];
+  Raw ra[A_PER_T], rb[B_PER_T];
   const uint steps = (p.ncols + BK - 1) / BK;
   // Stores step k0's chunks (in ra/rb) into shared buffer `buf`.
 #define STORE_STEP(k0, buf)                                                   \

@@ -29,18 +29,8 @@ using namespace vkmoe::vk;
 
 namespace {
 
-// The hand-written decoders, then the types decoded by shaders/dequant.glsl.
-const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q8_0,  GgmlType::Q4_K,
-                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0,   GgmlType::Q4_1,  GgmlType::Q5_0,
-                           GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
-                           GgmlType::IQ4_XS};
-
-// Extra bytes that put weights at the type's minimum alignment on the KHR path
-// (MXFP4: odd offsets); coopmat2 needs its binding 16-byte aligned.
-uint32_t min_align_pad(GgmlType t, bool cm2) {
-  const uint32_t align = gpu_weight_type(t)->align;
-  return cm2 || align >= 16 ? 0 : align;
-}
+const GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                           GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 #ifdef VKMOE_HAVE_COOPMAT_SHADERS
 constexpr bool kShadersBuilt = true;
@@ -111,8 +101,7 @@ void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols
                std::to_string(n_tokens) + (accumulate ? " accumulate" : ""));
   const test::QMatrix m = test::quantized_matrix(rng, t, ncols, nrows);
   std::normal_distribution<float> nd(0.f, 1.f);
-  const uint32_t w_off = 32 + min_align_pad(t, path.cm2), x_off = 4, x_stride = ncols + 12, y_off = 3,
-                 y_stride = nrows + 5;
+  const uint32_t w_off = 32, x_off = 4, x_stride = ncols + 12, y_off = 3, y_stride = nrows + 5;
   std::vector<float> x(x_off + size_t(n_tokens) * x_stride), y0(y_off + size_t(n_tokens) * y_stride + 7);
   for (auto& v : x) v = nd(rng);
   for (auto& v : y0) v = nd(rng);
@@ -192,12 +181,10 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
                std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : ""));
   std::vector<test::QMatrix> ms;
   for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(test::quantized_matrix(rng, t, ncols, nrows));
-  // A gap between experts; whole blocks for coopmat2, else the type's minimum alignment.
-  const uint64_t bytes = ms[0].bytes.size(), pad = min_align_pad(t, path.cm2);
-  const uint64_t expert_stride = path.cm2 ? bytes + gpu_weight_type(t)->block_bytes
-                                 : pad ? bytes + 3 * pad
-                                       : (bytes + 15) / 16 * 16 + 16;
-  const uint32_t w_off = 16 + pad;
+  // A gap between experts; whole blocks for coopmat2.
+  const uint64_t expert_stride =
+      path.cm2 ? ms[0].bytes.size() + gpu_weight_type(t)->block_bytes : (ms[0].bytes.size() + 15) / 16 * 16 + 16;
+  const uint32_t w_off = 16;
   std::vector<uint8_t> wbytes(w_off + expert_stride * n_experts, 0);
   for (uint32_t e = 0; e < n_experts; ++e)
     std::copy(ms[e].bytes.begin(), ms[e].bytes.end(), wbytes.begin() + w_off + e * expert_stride);
@@ -276,14 +263,13 @@ std::string param_name(const ::testing::TestParamInfo<PathType>& info) {
 }  // namespace
 
 // Every workgroup tile, row/token counts not multiples of any tile, float rows
-// ending inside a 32-column step, 32-element-block rows of 9 blocks (ending
-// inside a 64-column step).
+// ending inside a 32-column step.
 TEST_P(GemmCoopmat, Dense) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = type();
   REQUIRE_PATH(path(), t);
   const bool fl = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
-  const uint32_t k1 = fl ? 264 : (gpu_weight_type(t)->block_elems == 32 ? 288 : 512);
+  const uint32_t k1 = fl ? 264 : (t == GgmlType::Q8_0 ? 288 : 512);
   for (const char* tile : path().dense_tiles) {
     TileScope scope(path(), tile);
     SCOPED_TRACE(std::string("tile ") + tile);

@@ -27,8 +27,8 @@ const GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,   GgmlType::BF16, Gg
                            GgmlType::Q5_K,   GgmlType::Q6_K,  GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
                            GgmlType::Q5_1,   GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
                            GgmlType::IQ4_XS};
-// Types decoded by shaders/dequant.glsl's generic decoders.
-const GgmlType kDqTypes[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,  GgmlType::IQ4_NL,
+// Types only the tiled path decodes.
+const GgmlType kTiledOnly[] = {GgmlType::Q4_0,  GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,  GgmlType::IQ4_NL,
                                GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
 
 const GemmConfig kTiled{GemmPath::Tiled};
@@ -284,19 +284,18 @@ TEST_P(ShaderGemm, Indexed) {
   check_ids(rng_, t, 256, 300, 100, 5, true, true);
 }
 
-// The generic-decoder types at their minimum alignment (MXFP4 at odd bytes,
-// experts packed at odd strides) on the path GemmPath::Auto picks: the KHR
-// cooperative-matrix kernel where the device has it, else the tiled one
-// (they have no int8 kernel).
-TEST(ShaderGemmDqTypes, AlignmentAndAutoPath) {
+// The tiled-only types at their minimum alignment (MXFP4 at odd bytes,
+// experts packed at odd strides), and GemmPath::Auto resolving to the tiled
+// path for them on this device whatever int8 / coopmat support it has.
+TEST(ShaderGemmTiledOnly, AlignmentAndAutoPath) {
   const uint32_t seed = std::random_device{}();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   Context& ctx = test::shared_context();
-  for (GgmlType t : kDqTypes) {
-    const GemmPath want = gemm_path_available(ctx, GemmPath::CoopMat, t) ? GemmPath::CoopMat : GemmPath::Tiled;
-    EXPECT_EQ(resolve_gemm_path(ctx, GemmPath::Auto, t), want) << type_name(t);
-    EXPECT_FALSE(gemm_path_available(ctx, GemmPath::Int8Dot, t)) << type_name(t);
+  for (GgmlType t : kTiledOnly) {
+    EXPECT_EQ(resolve_gemm_path(ctx, GemmPath::Auto, t), GemmPath::Tiled) << type_name(t);
+    for (GemmPath p : {GemmPath::Int8Dot, GemmPath::CoopMat, GemmPath::CoopMat2})
+      EXPECT_FALSE(gemm_path_available(ctx, p, t)) << type_name(t) << " " << gemm_path_name(p);
     // 17 blocks a row for the 32-element types: odd (MXFP4) or 2 mod 4 bytes.
     const uint32_t align = gpu_weight_type(t)->align, ncols = type_traits(t).block_size == 32 ? 544 : 512;
     check_dense(rng, t, {ncols, 37, 9, true, 64 + align, GemmPath::Auto});
@@ -304,14 +303,14 @@ TEST(ShaderGemmDqTypes, AlignmentAndAutoPath) {
   }
 }
 
-// Every type has cooperative-matrix kernels; MXFP4's also need 8-bit storage.
-TEST(ShaderGemmDqTypes, CoopmatBasicsCoverThem) {
+// A device with every cooperative-matrix and int8 feature still gets no
+// coopmat kernel for the tiled-only types (their shaders do not exist).
+TEST(ShaderGemmTiledOnly, CoopmatBasicsExcludeThem) {
   DeviceInfo d = test::shared_context().info();
   d.api_version = VK_API_VERSION_1_3;
-  d.shader_float16 = d.storage_16bit = d.shader_int16 = d.storage_8bit = true;
-  for (GgmlType t : kTypes) EXPECT_TRUE(coopmat_basics(d, t)) << type_name(t);
-  d.storage_8bit = false;
-  for (GgmlType t : kTypes) EXPECT_EQ(coopmat_basics(d, t), t != GgmlType::MXFP4) << type_name(t);
+  d.shader_float16 = d.storage_16bit = d.shader_int16 = true;
+  EXPECT_TRUE(coopmat_basics(d, GgmlType::Q4_K));
+  for (GgmlType t : kTiledOnly) EXPECT_FALSE(coopmat_basics(d, t)) << type_name(t);
 }
 
 INSTANTIATE_TEST_SUITE_P(ShaderGemm, ShaderGemm, ::testing::ValuesIn(kTypes),

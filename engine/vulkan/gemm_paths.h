@@ -7,12 +7,12 @@
 namespace vkmoe::vk {
 
 // What both cooperative-matrix paths need besides the extension: a weight
-// type they decode, Vulkan 1.3, f16 arithmetic, 16-bit storage and int16,
-// and the type's own load width (MXFP4: 8-bit storage).
+// type they decode, Vulkan 1.3, f16 arithmetic, 16-bit storage and int16.
+// (Other types run on the tiled path under GemmPath::Auto.)
 inline bool coopmat_basics(const DeviceInfo& d, GgmlType t) {
   const GpuWeightType* w = gpu_weight_type(t);
   return w && w->coopmat && d.api_version >= VK_API_VERSION_1_3 && d.shader_float16 && d.storage_16bit &&
-         d.shader_int16 && !gpu_weight_type_missing_feature(d, t);
+         d.shader_int16;
 }
 
 // gemm_coopmat.cpp: cooperative-matrix kernels (VK_KHR_cooperative_matrix).

@@ -30,7 +30,7 @@ std::optional<GemmPath> gemm_path_by_name(std::string_view name);
 constexpr const char* kGemmPathNames = "auto, tiled, int8, coopmat, coopmat2";
 
 // F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K,
-// Q3_K, IQ4_XS (tiled, coopmat and coopmat2 paths; int8 covers the first seven at most).
+// Q3_K, IQ4_XS (tiled path; int8 and coopmat cover the first seven at most).
 bool gemm_supported(GgmlType t);
 // Whether `p` can run type t on this device (Tiled: always for supported types).
 bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t);

@@ -3,8 +3,7 @@
 // shader-name suffix, one ggml block (elements, bytes), the byte alignment
 // their weight loads need (16-byte loads; 4, 2 or 1 for the types read in
 // 32-, 16- or 8-bit units: shaders/wtype.glsl), and whether the
-// cooperative-matrix kernels have a decoder for it (all do; from Q4_0 on
-// through shaders/dequant.glsl).
+// cooperative-matrix kernels have a decoder for it.
 #include <cstdint>
 
 #include "cpu/quant.h"
@@ -22,10 +21,10 @@ struct GpuWeightType {
 inline const GpuWeightType* gpu_weight_type(GgmlType t) {
   static const GpuWeightType f32{"f32", 1, 4, 16, true}, f16{"f16", 1, 2, 16, true}, bf16{"bf16", 1, 2, 16, true},
       q8_0{"q8_0", 32, 34, 2, true}, q4_k{"q4_k", 256, 144, 16, true}, q5_k{"q5_k", 256, 176, 16, true},
-      q6_k{"q6_k", 256, 210, 2, true}, q4_0{"q4_0", 32, 18, 2, true}, q4_1{"q4_1", 32, 20, 2, true},
-      q5_0{"q5_0", 32, 22, 2, true}, q5_1{"q5_1", 32, 24, 2, true}, iq4_nl{"iq4_nl", 32, 18, 2, true},
-      mxfp4{"mxfp4", 32, 17, 1, true}, q2_k{"q2_k", 256, 84, 4, true}, q3_k{"q3_k", 256, 110, 2, true},
-      iq4_xs{"iq4_xs", 256, 136, 4, true};
+      q6_k{"q6_k", 256, 210, 2, true}, q4_0{"q4_0", 32, 18, 2, false}, q4_1{"q4_1", 32, 20, 2, false},
+      q5_0{"q5_0", 32, 22, 2, false}, q5_1{"q5_1", 32, 24, 2, false}, iq4_nl{"iq4_nl", 32, 18, 2, false},
+      mxfp4{"mxfp4", 32, 17, 1, false}, q2_k{"q2_k", 256, 84, 4, false}, q3_k{"q3_k", 256, 110, 2, false},
+      iq4_xs{"iq4_xs", 256, 136, 4, false};
   switch (t) {
     case GgmlType::F32: return &f32;
     case GgmlType::F16: return &f16;
