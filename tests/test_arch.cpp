@@ -167,6 +167,12 @@ TEST(Arch, Deepseek2ReadsItsLayerProgram) {
     EXPECT_EQ(l.spec.shared, il >= 1 ? SharedExpert::Plain : SharedExpert::None);
     EXPECT_TRUE(l.wq_a && l.wq_b && l.q_a_norm && !l.wq && l.wkv_a && l.wk_b && l.wv_b && !l.wk && !l.wv);
   }
+  // A trailing next-token-prediction layer (DeepSeek-V3's) is not part of the trunk.
+  auto mtp = load(test::rewrite_gguf(bytes, {"deepseek2.block_count"}, [](GgufWriter& w) {
+    w.add_u32("deepseek2.block_count", 5);
+    w.add_u32("deepseek2.nextn_predict_layers", 1);
+  }));
+  EXPECT_EQ(mtp->config().n_layer, 4);
   // Without the q bottleneck and with softmax routing (DeepSeek-V2-Lite): attn_q, no selection bias.
   auto lite = load(synth_model_bytes(small("arch=deepseek2,n_layer_dense_lead=1")));
   EXPECT_EQ(lite->config().router.gating, Gating::Softmax);

@@ -2,11 +2,13 @@
 // attention (ModelConfig::Mla) with adjacent-pair RoPE on a decoupled part of
 // each head and YaRN; leading dense layers, then routed experts (softmax or
 // sigmoid scores, a selection bias, group-limited top-k, routed scaling)
-// beside plain shared experts. Files from before llama.cpp split attn_kv_b
-// into attn_k_b / attn_v_b are refused.
+// beside plain shared experts. Trailing next-token-prediction layers are not
+// used. Files from before llama.cpp split attn_kv_b into attn_k_b / attn_v_b
+// are refused.
 #include <cmath>
 
 #include "engine/model/arch/arch.h"
+#include "engine/model/arch/nextn.h"
 #include "engine/model/arch/router_keys.h"
 
 namespace vkmoe {
@@ -41,6 +43,7 @@ void configure(const Hparams& h, ModelConfig& c) {
   h.product("attention.head_count", c.n_head, "attention.key_length_mla", m.head_k);
   h.product("attention.head_count", c.n_head, "attention.value_length_mla", m.head_v);
   c.rope_neox = false;
+  drop_nextn_layers(h, c);  // DeepSeek-V3's MTP layer
   c.n_layer_dense_lead = h.opt_count("leading_dense_block_count", 0);
   if (c.n_layer_dense_lead > 0) c.n_ff = h.req_int("feed_forward_length");
   c.n_ff_exp = h.req_int("expert_feed_forward_length");

@@ -4,6 +4,7 @@
 // renormalized and scaled, beside one plain shared expert. The file's
 // trailing next-token-prediction layers are not used.
 #include "engine/model/arch/arch.h"
+#include "engine/model/arch/nextn.h"
 #include "engine/model/arch/router_keys.h"
 
 namespace vkmoe {
@@ -11,9 +12,7 @@ namespace {
 
 void configure(const Hparams& h, ModelConfig& c) {
   c.rope_neox = true;
-  const int nextn = h.opt_count("nextn_predict_layers", 0);
-  if (nextn >= c.n_layer) h.fail("nextn_predict_layers is not below block_count");
-  c.n_layer -= nextn;
+  drop_nextn_layers(h, c);
   c.n_layer_dense_lead = h.opt_count("leading_dense_block_count", 0);
   if (c.n_layer_dense_lead > 0) c.n_ff = h.req_int("feed_forward_length");
   c.n_ff_exp = h.req_int("expert_feed_forward_length");
