@@ -92,7 +92,7 @@ FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows) 
   uint32_t br_start = 4;
   while (br_start < rows && br_start < br_max) br_start *= 2;
   for (bool q_shared : {true, false})
-    for (uint32_t br = br_start; br >= 4; br /= 2)
+    for (uint32_t br = q_shared ? br_start : std::max(br_start, 16u); br >= 4; br /= 2)  // 8-key tiles need 16 rows
       for (uint32_t bc : {64u, 32u, 16u, 8u}) {
         if ((br > 16 && bc > 32) || (bc == 8 && q_shared)) continue;
         FlashShape s;
