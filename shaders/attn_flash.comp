@@ -9,6 +9,10 @@
 // and writes unnormalized partial outputs with their max and sum to `part`
 // for attn_split_reduce.comp (which then adds the sinks). Sinks (has_sinks,
 // unsplit only): one logit per q head counted in the max and the denominator.
+// Q_SHARED false (large head_dim, where q tiles would not fit in shared
+// memory): query rows are read from q directly in the score loop.
+// kv_same: the caches are one buffer (latent attention): the key tile is
+// also the value tile.
 // KV_F16: caches hold f16 pairs packed in uints.
 // KV_Q8: int8 quadruples packed in uints and an f16 scale per 32 values
 // (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
@@ -22,6 +26,7 @@ layout(constant_id = 3) const uint SR = 2;   // scores: rows per invocation
 layout(constant_id = 4) const uint SK = 4;   // scores: keys per invocation
 layout(constant_id = 5) const uint DT = 32;  // output: invocations along head_dim
 layout(constant_id = 6) const uint NC = 1;   // output: vec4 columns per invocation
+layout(constant_id = 7) const bool Q_SHARED = true;  // query tile in shared memory
 const uint D4 = D / 4, KT = BC / SK, RT = BR / SR, RG = WG / DT, OR = BR / RG, TPR = WG / BR;
 const uint RS = D4 + 1;       // padded vec4 row stride of the q and kv tiles
 const uint PS4 = BC / 4 + 1;  // padded vec4 row stride of the score tile
@@ -52,9 +57,10 @@ layout(push_constant) uniform P {
   float scale_log2;
   uint kv_scale_off;  // KV_Q8: first scale uint of a cache row
   uint kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
+  uint kv_same;  // V is K (latent attention): the key tile serves as the value tile
 } p;
 
-shared vec4 q_sh[BR * RS];
+shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
 shared vec4 kv_sh[BC * RS];  // key tile, then value tile
 shared vec4 p_sh[BR * PS4];  // scores, then probabilities
 shared float red_max[WG], red_sum[WG];
@@ -101,12 +107,13 @@ void main() {
   const uint kv_lo = max(split_lo, first_key(p.pos0 + r0 / G));
   const uint kv_base = g * LU;
 
-  for (uint i = tid; i < BR * D4; i += WG) {
-    const uint r = i / D4, c = i % D4, row = r0 + r;
-    vec4 x = vec4(0);
-    if (row < p.n_rows) x = q4[(row / G) * p.q_stride4 + (g * G + row % G) * D4 + c] * p.scale_log2;
-    q_sh[r * RS + c] = x;
-  }
+  if (Q_SHARED)
+    for (uint i = tid; i < BR * D4; i += WG) {
+      const uint r = i / D4, c = i % D4, row = r0 + r;
+      vec4 x = vec4(0);
+      if (row < p.n_rows) x = q4[(row / G) * p.q_stride4 + (g * G + row % G) * D4 + c] * p.scale_log2;
+      q_sh[r * RS + c] = x;
+    }
   if (tid < BR) {
     row_m[tid] = NEG;
     row_l[tid] = 0.0;
@@ -119,6 +126,11 @@ void main() {
   [[unroll]] for (uint i = 0; i < SR; ++i) {
     s_limit[i] = p.pos0 + min(r0 + rt + i * RT, p.n_rows - 1) / G;
     s_first[i] = first_key(s_limit[i]);
+  }
+  uint q_row[SR];  // Q_SHARED false: first vec4 of each scores row in q (rows past the end repeat the last)
+  [[unroll]] for (uint i = 0; i < SR; ++i) {
+    const uint row = min(r0 + rt + i * RT, p.n_rows - 1);
+    q_row[i] = (row / G) * p.q_stride4 + (g * G + row % G) * D4;
   }
   vec4 acc[OR * NC];
   [[unroll]] for (uint i = 0; i < OR * NC; ++i) acc[i] = vec4(0);
@@ -138,7 +150,7 @@ void main() {
       const uint i = tid + n * WG, j = i / LU;
       vreg[n] = KV_T(0);
       vsc[n] = 0.0;
-      if (i < BC * LU && tile0 + j < kv_hi) {
+      if (p.kv_same == 0 && i < BC * LU && tile0 + j < kv_hi) {
         vreg[n] = vc[(tile0 + j) * p.kv_row_lu + kv_base + i % LU];
         vsc[n] = V_SCALE(tile0 + j, i % LU);
       }
@@ -147,7 +159,8 @@ void main() {
     [[unroll]] for (uint i = 0; i < SR * SK; ++i) s[i] = 0.0;
     for (uint c = 0; c < D4; ++c) {
       vec4 qv[SR];
-      [[unroll]] for (uint i = 0; i < SR; ++i) qv[i] = q_sh[(rt + i * RT) * RS + c];
+      [[unroll]] for (uint i = 0; i < SR; ++i)
+        qv[i] = Q_SHARED ? q_sh[(rt + i * RT) * RS + c] : q4[q_row[i] + c] * p.scale_log2;
       [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
         const vec4 kv = kv_sh[(kt + jj * KT) * RS + c];
         [[unroll]] for (uint i = 0; i < SR; ++i) s[i * SK + jj] += dot(qv[i], kv);
@@ -160,10 +173,11 @@ void main() {
         p_sh[(rt + i * RT) * PS4 + key / 4][key % 4] = ok ? s[i * SK + jj] : NEG;
       }
     barrier();
-    [[unroll]] for (uint n = 0; n < NV; ++n) {
-      const uint i = tid + n * WG;
-      if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n], vsc[n]);
-    }
+    if (p.kv_same == 0)
+      [[unroll]] for (uint n = 0; n < NV; ++n) {
+        const uint i = tid + n * WG;
+        if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n], vsc[n]);
+      }
     float mx = NEG;
     for (uint key = sm_sub; key < BC; key += TPR) mx = max(mx, p_sh[sm_row * PS4 + key / 4][key % 4]);
     red_max[tid] = mx;

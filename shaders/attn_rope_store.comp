@@ -2,7 +2,9 @@
 // Batched attention prologue: one workgroup per (head, token). Query heads
 // (x < n_head) are RMS-normed (optional) and rotated in place; key heads are
 // normed, rotated and stored with their value head into the caches at
-// position pos0 + token. KV_F16: the caches hold f16 pairs packed in uints.
+// position pos0 + token (without store_v no value head: latent attention's
+// values are its keys). head_dim <= 1024, n_rot <= 512.
+// KV_F16: the caches hold f16 pairs packed in uints.
 // KV_Q8: int8 quadruples packed in uints with an f16 scale per 32 values
 // (d = amax / 127, q = round(x / d); row layout in engine/vulkan/vk_attention.h).
 #define WG 64
@@ -24,13 +26,15 @@ layout(push_constant) uniform P {
   float eps;
   uint kv_row, kv_scale_off;  // KV_Q8: uints per cache position, first scale uint of a row
   uint n_rot;                 // rotated dims (even, <= head_dim)
+  uint store_v;
   float freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;  // cpu/rope.h RopeParams / RopeConsts
 } p;
 #include "reduce.glsl"
-shared float h_sh[256];  // head_dim <= 256
+#define MAX_D 1024
+shared float h_sh[MAX_D];
 #if KV_Q8
-shared vec2 amax_sh[WG];  // k, v: max |x| of each invocation's 4 values
-shared vec2 d_sh[8];      // k, v scales per block (head_dim <= 256)
+shared vec2 amax_sh[MAX_D / 4];  // k, v: max |x| of each 4 values
+shared vec2 d_sh[MAX_D / 32];    // k, v scales per block
 
 // 4 values quantized with inverse scale id, rounded half away from zero.
 uint pack_q8(vec4 x, float id) {
@@ -85,8 +89,8 @@ void main() {
   // the same float operations for the angle (`precise`: no contraction).
   const uint half_r = p.n_rot / 2;
   const float pos = float(p.pos0 + t);
-  float r0[2], r1[2];  // D <= 256: at most 2 pairs per invocation
-  for (uint n = 0; n < 2; ++n) {
+  float r0[4], r1[4];  // n_rot <= 512: at most 4 pairs per invocation
+  for (uint n = 0; n < 4; ++n) {
     const uint i = tid + n * WG;
     if (i >= half_r) break;
     const vec2 cs = cos_sin(angle(pos, i)) * p.mscale;
@@ -96,7 +100,7 @@ void main() {
     r1[n] = x0 * cs.y + x1 * cs.x;
   }
   barrier();
-  for (uint n = 0; n < 2; ++n) {
+  for (uint n = 0; n < 4; ++n) {
     const uint i = tid + n * WG;
     if (i >= half_r) break;
     const uint a = p.neox != 0 ? i : 2 * i, b = p.neox != 0 ? i + half_r : 2 * i + 1;
@@ -112,37 +116,40 @@ void main() {
 #if KV_F16
   for (uint i = tid; i < D / 2; i += WG) {
     k_cache[dst / 2 + i] = packHalf2x16(vec2(h_sh[2 * i], h_sh[2 * i + 1]));
-    v_cache[dst / 2 + i] = packHalf2x16(vec2(v[src + 2 * i], v[src + 2 * i + 1]));
+    if (p.store_v != 0) v_cache[dst / 2 + i] = packHalf2x16(vec2(v[src + 2 * i], v[src + 2 * i + 1]));
   }
 #elif KV_Q8
-  // Invocation tid < D / 4 holds values 4 tid .. 4 tid + 3 of block tid / 8.
+  // Values 4i .. 4i + 3 (block i / 8) for i = tid, tid + WG, ... < D / 4.
   const uint row = (p.pos0 + t) * p.kv_row, nq = D / 4, nb = D / 32, su = (D + 63) / 64;
-  vec4 xk = vec4(0), xv = vec4(0);
-  if (tid < nq) {
-    xk = vec4(h_sh[4 * tid], h_sh[4 * tid + 1], h_sh[4 * tid + 2], h_sh[4 * tid + 3]);
-    xv = vec4(v[src + 4 * tid], v[src + 4 * tid + 1], v[src + 4 * tid + 2], v[src + 4 * tid + 3]);
+  const bool sv = p.store_v != 0;
+  for (uint i = tid; i < nq; i += WG) {
+    const vec4 ak = abs(vec4(h_sh[4 * i], h_sh[4 * i + 1], h_sh[4 * i + 2], h_sh[4 * i + 3]));
+    const vec4 av = sv ? abs(vec4(v[src + 4 * i], v[src + 4 * i + 1], v[src + 4 * i + 2], v[src + 4 * i + 3])) : vec4(0);
+    amax_sh[i] = vec2(max(max(ak.x, ak.y), max(ak.z, ak.w)), max(max(av.x, av.y), max(av.z, av.w)));
   }
-  const vec4 ak = abs(xk), av = abs(xv);
-  amax_sh[tid] = vec2(max(max(ak.x, ak.y), max(ak.z, ak.w)), max(max(av.x, av.y), max(av.z, av.w)));
   barrier();
-  if (tid < nq) {
+  for (uint i = tid; i < nq; i += WG) {
     vec2 m = vec2(0);
-    for (uint i = tid & ~7u; i < (tid & ~7u) + 8; ++i) m = max(m, amax_sh[i]);
+    for (uint j = i & ~7u; j < (i & ~7u) + 8; ++j) m = max(m, amax_sh[j]);
     const vec2 d = m / 127.0;
-    k_cache[row + kvh * nq + tid] = pack_q8(xk, d.x != 0.0 ? 1.0 / d.x : 0.0);
-    v_cache[row + kvh * nq + tid] = pack_q8(xv, d.y != 0.0 ? 1.0 / d.y : 0.0);
-    if (tid % 8 == 0) d_sh[tid / 8] = d;
+    const vec4 xk = vec4(h_sh[4 * i], h_sh[4 * i + 1], h_sh[4 * i + 2], h_sh[4 * i + 3]);
+    k_cache[row + kvh * nq + i] = pack_q8(xk, d.x != 0.0 ? 1.0 / d.x : 0.0);
+    if (sv) {
+      const vec4 xv = vec4(v[src + 4 * i], v[src + 4 * i + 1], v[src + 4 * i + 2], v[src + 4 * i + 3]);
+      v_cache[row + kvh * nq + i] = pack_q8(xv, d.y != 0.0 ? 1.0 / d.y : 0.0);
+    }
+    if (i % 8 == 0) d_sh[i / 8] = d;
   }
   barrier();
-  if (tid < su) {
-    const vec2 d0 = d_sh[2 * tid], d1 = 2 * tid + 1 < nb ? d_sh[2 * tid + 1] : vec2(0);
-    k_cache[row + p.kv_scale_off + kvh * su + tid] = packHalf2x16(vec2(d0.x, d1.x));
-    v_cache[row + p.kv_scale_off + kvh * su + tid] = packHalf2x16(vec2(d0.y, d1.y));
+  for (uint i = tid; i < su; i += WG) {
+    const vec2 d0 = d_sh[2 * i], d1 = 2 * i + 1 < nb ? d_sh[2 * i + 1] : vec2(0);
+    k_cache[row + p.kv_scale_off + kvh * su + i] = packHalf2x16(vec2(d0.x, d1.x));
+    if (sv) v_cache[row + p.kv_scale_off + kvh * su + i] = packHalf2x16(vec2(d0.y, d1.y));
   }
 #else
   for (uint i = tid; i < D; i += WG) {
     k_cache[dst + i] = h_sh[i];
-    v_cache[dst + i] = v[src + i];
+    if (p.store_v != 0) v_cache[dst + i] = v[src + i];
   }
 #endif
 }

@@ -168,10 +168,6 @@ TEST(GoldenLogits, GpuMatchesLlamaCpp) {
     SCOPED_TRACE(c.name + ": " + c.spec);
     const LoadedCase l = load_case(c);
     ASSERT_EQ(l.gold.size(), tokens.size() * l.n_vocab);
-    if (l.model->config().is_mla()) {
-      std::printf("%-11s gpu: skipped, latent attention runs on the CPU only so far\n", c.name.c_str());
-      continue;
-    }
     const int n_vocab = l.n_vocab;
     const std::vector<float>& gold = l.gold;
     EngineOptions o;

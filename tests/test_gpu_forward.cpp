@@ -71,6 +71,11 @@ INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardArch,
                                            "arch=llama,n_expert=4,n_expert_used=2", "arch=llama,n_expert=0",
                                            "arch=qwen3", "arch=qwen3moe,quant=Q8_0", "arch=qwen3moe,quant=Q5_K_M",
                                            "arch=olmoe,quant=F16", "arch=qwen2moe,quant=BF16",
+                                           // latent attention: q bottleneck, sigmoid group routing; plain q, YaRN
+                                           "arch=deepseek2,n_layer=3,q_lora=96,kv_lora=64,n_rot=32,head_k_mla=80,head_v_mla=48,n_layer_dense_lead=1,n_expert=16,n_expert_used=4,n_ff_shexp=256,sigmoid_router=1,n_group=4,topk_group=2,expert_weights_scale=2.5",
+                                           "arch=deepseek2,quant=Q8_0,yarn_factor=8,n_ctx_orig=64,yarn_log_mul=0.0707",
+                                           // DeepSeek's cached row (512 + 64) and head sizes
+                                           "arch=deepseek2,n_layer=2,q_lora=64,kv_lora=512,n_rot=64,head_k_mla=192,head_v_mla=128,quant=Q8_0",
                                            // norm weights and biases stored as F16 / Q8_0 / BF16 (legal GGUF,
                                            // once uploaded raw and read as f32 by the GPU)
                                            "arch=qwen2moe,vec_type=F16", "arch=olmoe,vec_type=Q8_0",

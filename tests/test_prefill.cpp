@@ -102,7 +102,12 @@ INSTANTIATE_TEST_SUITE_P(Archs, PrefillArch,
                          ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=qwen2moe", "arch=glm4moe,n_layer=3,n_layer_dense_lead=1,n_rot=32,expert_weights_scale=2.5", "arch=gpt-oss,n_layer=4,n_swa=3,yarn_factor=32,n_ctx_orig=64,quant=MXFP4_MOE",
                                            "arch=llama,n_expert=4,n_expert_used=2", "arch=llama,n_expert=0",
                                            "arch=qwen3", "arch=qwen3moe,quant=Q8_0", "arch=qwen3moe,quant=Q5_K_M",
-                                           "arch=olmoe,quant=F16", "arch=qwen2moe,quant=BF16"));
+                                           "arch=olmoe,quant=F16", "arch=qwen2moe,quant=BF16",
+                                           // latent attention: q bottleneck, sigmoid group routing; plain q, YaRN
+                                           "arch=deepseek2,n_layer=3,q_lora=96,kv_lora=64,n_rot=32,head_k_mla=80,head_v_mla=48,n_layer_dense_lead=1,n_expert=16,n_expert_used=4,n_ff_shexp=256,sigmoid_router=1,n_group=4,topk_group=2,expert_weights_scale=2.5",
+                                           "arch=deepseek2,quant=Q8_0,yarn_factor=8,n_ctx_orig=64,yarn_log_mul=0.0707",
+                                           // DeepSeek's cached row (512 + 64) and head sizes
+                                           "arch=deepseek2,n_layer=2,q_lora=64,kv_lora=512,n_rot=64,head_k_mla=192,head_v_mla=128,quant=Q8_0"));
 
 // A ubatch whose experts exceed the VRAM slots: forced eviction, with staging
 // uploads and CPU experts both in play, still gives the resident result.
@@ -144,7 +149,8 @@ namespace {
 // precision (int8 or cooperative-matrix GEMMs where the device has them).
 std::vector<double> errors_against_reference(const std::string& kv_type, uint64_t seed) {
   std::vector<double> errs;
-  for (const char* arch : {"arch=qwen3moe", "arch=qwen3moe,quant=Q8_0", "arch=qwen2moe,quant=Q5_K_M"}) {
+  for (const char* arch : {"arch=qwen3moe", "arch=qwen3moe,quant=Q8_0", "arch=qwen2moe,quant=Q5_K_M",
+                           "arch=deepseek2,quant=Q8_0"}) {
     auto m = synth(arch, seed);
     std::mt19937 rng(seed);
     const auto prompt = random_prompt(rng, 30, 512);

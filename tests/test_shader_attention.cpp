@@ -141,10 +141,17 @@ std::vector<float> ref_attention(const Shape& s, const std::vector<float>& q, ui
 }
 
 // Sliding window and sinks of a run (gpt-oss); sinks: one random logit per head.
+// Latent attention: shared_kv reads the values from the key cache (one buffer);
+// max_shared caps the tiles' shared memory (0: the device's).
 struct Extras {
   uint32_t window = 0;
   bool sinks = false;
-  std::string str() const { return "window=" + std::to_string(window) + (sinks ? " sinks" : ""); }
+  bool shared_kv = false;
+  uint32_t max_shared = 0;
+  std::string str() const {
+    return "window=" + std::to_string(window) + (sinks ? " sinks" : "") + (shared_kv ? " k=v" : "") +
+           (max_shared ? " shared<=" + std::to_string(max_shared) : "");
+  }
 };
 
 struct AttnResult {
@@ -159,6 +166,7 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   const uint32_t q_stride = s.NH * D + 4, o_stride = s.NH * D + 8;
   auto q = e.randn(size_t(s.n_tokens) * q_stride, 2.f);
   auto kc = as_stored(e.randn(size_t(n_kv) * KV), kt, D, s.NKV), vc = as_stored(e.randn(size_t(n_kv) * KV), kt, D, s.NKV);
+  if (x.shared_kv) vc = kc;
   const uint32_t unseen = x.window > 0 && s.pos0 + 1 > x.window ? s.pos0 + 1 - x.window : 0;
   std::fill(kc.begin(), kc.begin() + size_t(unseen) * KV, NAN);
   std::fill(vc.begin(), vc.begin() + size_t(unseen) * KV, NAN);
@@ -166,14 +174,16 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   for (auto& v : sinks) v += 1;
   sinks[s.NH - 1] = 15;  // above every score: the sink sets the max
   const float scale = 1.f / std::sqrt(float(D));
-  Buffer bq = e.buf(q), bk = e.cache(kc, kt, D, s.NKV), bv = e.cache(vc, kt, D, s.NKV), bsk = e.buf(sinks);
+  Buffer bq = e.buf(q), bk = e.cache(kc, kt, D, s.NKV), bv = e.cache(x.shared_kv ? std::vector<float>(4) : vc, kt, D, s.NKV),
+         bsk = e.buf(sinks);
   Buffer bo = e.buf(std::vector<float>(size_t(s.n_tokens) * o_stride, NAN));
   Buffer bs = e.ctx->create_buffer(attention_scratch_bytes(s.NH, D, n_ctx), MemoryKind::Device, "scratch");
   AttentionArgs a;
   a.q = bq;
   a.k_cache = bk;
-  a.v_cache = bv;
+  a.v_cache = x.shared_kv ? bk : bv;
   a.o = bo;
+  a.max_shared_bytes = x.max_shared;
   if (split) a.scratch = bs;
   a.q_stride = q_stride;
   a.o_stride = o_stride;
@@ -253,6 +263,36 @@ TEST(ShaderAttention, FlashOddAndLargeHeadDims) {
       auto [got, want] = run_attention(e, s, kt, true, 4096);
       EXPECT_LT(rel_err(got, want), kAttnTol);
     }
+}
+
+// Latent attention (deepseek2): one kv head whose rows are also the values
+// (k_cache == v_cache), head_dim 96 (the tests' models) and 576 (DeepSeek's
+// 512 + 64: the query tile stays out of shared memory at 48 KiB or less),
+// decode (split) and prefill, against attend_ref with the key cache passed
+// as the values.
+TEST(ShaderAttention, LatentSharedKvLargeHeadDimMatchesCpuReference) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  double worst = 0;
+  for (KvType kt : {KvType::F16, KvType::F32, KvType::Q8_0})
+    for (const Shape& s : {Shape{576, 16, 1, 1, 300}, Shape{576, 8, 1, 9, 20}, Shape{576, 4, 1, 1, 70},
+                           Shape{96, 16, 1, 1, 200},
+                           Shape{96, 16, 1, 13, 5}, Shape{256, 16, 1, 5, 30}})
+      for (uint32_t max_shared : {0u, 48u << 10, 28u << 10, 24u << 10}) {
+        // 576: the device's and 48 KiB (lavapipe: both 32 KiB, 8-key tiles), then 24 KiB;
+        // 256 at 28 KiB: 16-key tiles with the queries read from q.
+        if (s.D == 96 ? max_shared != 0 : s.D == 256 ? max_shared != (28u << 10) : max_shared == (28u << 10))
+          continue;
+        Extras x;
+        x.shared_kv = true;
+        x.max_shared = max_shared;
+        SCOPED_TRACE(s.str() + " kv " + kv_type_name(kt) + " " + x.str());
+        const AttnResult r = run_attention_ex(e, s, kt, true, 4096, x);
+        EXPECT_LT(rel_err(r.got, r.want), kAttnTol);
+        EXPECT_LT(rel_err(r.got, r.cpu), kAttnTol);
+        worst = std::max(worst, rel_err(r.got, r.cpu));
+      }
+  std::printf("worst relative error: gpu vs attend_ref (k = v) %.3g\n", worst);
 }
 
 TEST(ShaderAttention, SplitKeysEqualUnsplitForLongContexts) {
@@ -538,6 +578,56 @@ TEST(ShaderAttention, RopeStoreMatchesCpuRope) {
                 ASSERT_EQ(got[i], in[i]) << "token " << t << " head " << h << " dim " << i;
             }
         }
+}
+
+// Latent attention's rows: head_dim 576 with 64 rotated dims (adjacent
+// pairs), one kv head, no values (an empty v stores none): q rotated in place,
+// the key row rotated into the cache of each type (as that type stores it).
+TEST(ShaderAttention, RopeStoreLatentRowsWithoutValues) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t D = 576, NH = 3, NKV = 1, n_tokens = 2, pos0 = 37;
+  RopeParams rp;
+  rp.n_rot = 64;
+  rp.freq_scale = 0.25f, rp.ext_factor = 1.f, rp.n_ctx_orig = 64;
+  for (KvType kt : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+    SCOPED_TRACE(kv_type_name(kt));
+    const uint32_t Q = NH * D;
+    auto q = e.randn(n_tokens * Q, 2.f), k = e.randn(n_tokens * D, 2.f);
+    Buffer bq = e.buf(q), bk = e.buf(k);
+    const uint64_t cache_bytes = kv_cache_bytes(kt, pos0 + n_tokens, D, NKV);
+    Buffer bkc = e.ctx->create_buffer(cache_bytes, MemoryKind::Upload, "test");
+    RopeStoreArgs a;
+    a.q = bq;
+    a.k = bk;
+    a.q_norm = a.k_norm = bq;
+    a.k_cache = bkc;
+    a.q_stride = Q;
+    a.kv_stride = D;
+    a.n_tokens = n_tokens;
+    a.pos0 = pos0;
+    a.head_dim = D;
+    a.n_head = NH;
+    a.n_head_kv = NKV;
+    a.rope = rp;
+    a.kv_type = kt;
+    e.record([&](Recorder& r) { record_rope_store(r, a); });
+    const auto got_q = e.read<float>(bq, q.size());
+    const auto cache = e.read_cache(bkc, size_t(pos0 + n_tokens) * D, kt, D, NKV);
+    for (uint32_t t = 0; t < n_tokens; ++t) {
+      for (uint32_t h = 0; h < NH; ++h) {
+        std::vector<float> want(&q[t * Q + h * D], &q[t * Q + h * D] + D);
+        rope(want.data(), int(D), int(pos0 + t), rp);
+        ASSERT_LT(rel_err(std::vector<float>(&got_q[t * Q + h * D], &got_q[t * Q + h * D] + D), want), 4e-6)
+            << "token " << t << " q head " << h;
+      }
+      std::vector<float> want(&k[t * D], &k[t * D] + D);
+      rope(want.data(), int(D), int(pos0 + t), rp);
+      want = as_stored(want, kt, D, NKV);
+      const std::vector<float> got(&cache[size_t(pos0 + t) * D], &cache[size_t(pos0 + t) * D] + D);
+      ASSERT_LT(rel_err(got, want), kt == KvType::F32 ? 4e-6 : 1e-2) << "token " << t << " key row";
+    }
+  }
 }
 
 TEST(ShaderAttention, RopeStoreRejectsBadRotaryDims) {

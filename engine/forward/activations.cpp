@@ -14,6 +14,12 @@ ActivationShape ActivationShape::of(const ModelConfig& c, uint32_t n_ubatch, uin
   s.embd = c.n_embd;
   s.q = c.q_dim();
   s.kv = c.kv_dim();
+  s.v = c.v_dim();
+  if (c.is_mla()) {
+    s.q_lora = c.mla.q_lora;
+    s.q_heads = c.n_head * c.mla.head_k;
+    s.attn_out = c.attn_out_dim();
+  }
   s.head_dim = c.head_dim;
   s.n_head = c.n_head;
   s.ff = std::max({c.n_ff, c.n_ff_shexp, 1});
@@ -37,9 +43,12 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(T * s.embd, "normed state");
   f(T * s.q, "queries");
   f(T * s.kv, "keys");
-  f(T * s.kv, "values");
+  f(T * s.v, "values");
   f(T * s.q, "attention output");
   f(vk::attention_scratch_bytes(s.n_head, s.head_dim, s.n_ctx) / 4, "attention split-K scratch");
+  f(T * s.q_lora, "q bottleneck");
+  f(T * s.q_heads, "query heads");
+  f(T * s.attn_out, "expanded attention output");
   f(T * s.ff, "ffn gate");
   f(T * s.ff, "ffn up");
   f(T * s.embd, "shared expert output");
@@ -52,7 +61,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(R * s.ff_exp, "expert up");
   f(R * s.embd, "expert out");
   f(s.vocab, "logits");
-  const uint32_t widest = std::max({s.embd, s.q, s.ff, s.ff_exp});
+  const uint32_t widest = std::max({s.embd, s.q, s.ff, s.ff_exp, s.q_lora, s.attn_out});
   f(vk::gemm_scratch_bytes(widest, std::max<uint32_t>(uint32_t(T), R)) / 4, "GEMM activation scratch");
 }
 
@@ -67,7 +76,7 @@ uint64_t activation_bytes(const ActivationShape& s) {
 }
 
 Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) {
-  vk::Buffer* order[] = {&x, &xn, &q, &k, &v, &att, &attn_scratch, &g, &u, &so, &gate1, &rlog,
+  vk::Buffer* order[] = {&x, &xn, &q, &k, &v, &att, &attn_scratch, &qa, &qh, &ao, &g, &u, &so, &gate1, &rlog,
                          &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch};
   size_t i = 0;
   for_each_buffer(s, [&](uint64_t floats, const char* what) {

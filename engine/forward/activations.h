@@ -11,7 +11,8 @@ namespace vkmoe {
 
 struct ActivationShape {
   uint32_t n_ubatch = 1, n_ctx = 0;
-  uint32_t embd = 0, q = 0, kv = 0, head_dim = 0, n_head = 0;
+  uint32_t embd = 0, q = 0, kv = 0, v = 0, head_dim = 0, n_head = 0;
+  uint32_t q_lora = 0, q_heads = 0, attn_out = 0;  // latent attention: q bottleneck, projected q, expanded output
   uint32_t ff = 0;        // dense FFN width (and the shared expert's)
   uint32_t ff_exp = 0, k = 0, n_expert = 0;
   uint32_t vocab = 0;
@@ -27,6 +28,7 @@ struct Activations {
   vk::Buffer x, xn;        // [t][embd] residual stream and its normed copy
   vk::Buffer q, k, v, att;  // [t][q|kv|kv|q]
   vk::Buffer attn_scratch;  // split-K partials of decode attention
+  vk::Buffer qa, qh, ao;    // latent attention: [t][q_lora], [t][n_head * head_k], [t][n_head * head_v]
   vk::Buffer g, u, so;      // dense / shared-expert FFN: [t][ff], [t][ff], [t][embd]
   vk::Buffer gate1;         // shared-expert gate logit per token
   vk::Buffer rlog;          // [t][n_expert] router logits (2 rows for decode prediction)

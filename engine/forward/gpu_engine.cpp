@@ -63,7 +63,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
       kv_type_(parse_kv_type(o.kv_type)),
       stats_(m.config().n_layer) {
   if (o.n_ubatch < 1) throw Error("the ubatch size must be at least 1");
-  if (c_.head_dim > 256) throw Error("head dimension above 256 is not supported by the GPU attention kernel");
+  if (uint32_t(c_.head_dim) > vk::kMaxHeadDim)
+    throw Error("head dimension above " + std::to_string(vk::kMaxHeadDim) +
+                " is not supported by the GPU attention kernel");
   if (c_.n_expert > 1024 || c_.n_expert_used > 64) throw Error("more than 1024 experts or top-64 routing is not supported");
   ctx_ = vk::Context::create(o.device);
   check_gpu_weight_types(m, ctx_->info());
@@ -332,8 +334,6 @@ std::string GpuEngine::stats_report() const {
 }
 
 std::unique_ptr<Engine> make_gpu_engine(const Model& m, const EngineOptions& o) {
-  if (m.config().is_mla())
-    throw Error("latent attention (" + m.config().arch + ") runs on the CPU only so far; use --backend cpu");
   return std::make_unique<GpuEngine>(m, o);
 }
 

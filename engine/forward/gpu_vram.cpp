@@ -18,7 +18,8 @@ void GpuEngine::allocate_trunk(uint64_t kv_bytes, const ActivationShape& shape) 
     w_ = upload_model(*ctx_, m_, kv_bytes);
     act_ = std::make_unique<Activations>(*ctx_, shape);
   } catch (const vk::OutOfDeviceMemory& e) {
-    const uint64_t need = plan_.trunk_bytes + uint64_t(c_.n_layer) * 2 * kv_bytes + activation_bytes(shape);
+    const uint64_t caches = c_.v_dim() > 0 ? 2 : 1;  // latent attention: K only
+    const uint64_t need = plan_.trunk_bytes + uint64_t(c_.n_layer) * caches * kv_bytes + activation_bytes(shape);
     throw Error("out of VRAM: the weights the GPU needs, the KV cache and the activations take " +
                 format_bytes(need) + " but allocating " + format_bytes(e.bytes) + " for " + e.buffer + " failed" +
                 (e.injected ? " (injected by VKMOE_FAIL_DEVICE_ALLOC)" : "") +

@@ -15,7 +15,8 @@ class ModelUploader {
       : ctx_(ctx), up_(ctx, 64ull << 20, 4), progress_(std::string("uploading ") + what + " to VRAM", total, 256ull << 20) {}
 
   // as_f32: a table of vectors (per-expert biases) the GPU reads as f32 rows.
-  GpuTensor tensor(const Weight& w, const std::string& what, bool as_f32 = false) {
+  // rows_first: that many last rows go first (quantized rows are independent bytes).
+  GpuTensor tensor(const Weight& w, const std::string& what, bool as_f32 = false, uint32_t rows_first = 0) {
     GpuTensor t;
     if (!w) return t;
     t.ncols = static_cast<uint32_t>(w.in());
@@ -29,7 +30,9 @@ class ModelUploader {
     } else {
       t.type = w.type();
       t.buf = ctx_.create_buffer((w.t->nbytes + 15) / 16 * 16, MemoryKind::Device, what);
-      up_.enqueue(t.buf, 0, w.t->data, w.t->nbytes);
+      const uint64_t tail = uint64_t(rows_first) * row_bytes(w.type(), t.ncols), head = w.t->nbytes - tail;
+      if (tail > 0) up_.enqueue(t.buf, 0, static_cast<const uint8_t*>(w.t->data) + head, tail);
+      up_.enqueue(t.buf, tail, w.t->data, head);
     }
     progress_.advance(w.t->nbytes);
     return t;
@@ -54,6 +57,7 @@ struct LayerTensor {
   GpuTensor GpuLayer::*dst;
   const char* name;
   bool as_f32 = false;  // every row as f32 (bias tables), whatever the file's type
+  bool rope_rows_first = false;  // wkv_a: its last n_rot rows (the rope key) first
 };
 constexpr LayerTensor kTrunkTensors[] = {
     {&LayerWeights::attn_norm, &GpuLayer::attn_norm, "attn_norm"},
@@ -68,6 +72,13 @@ constexpr LayerTensor kTrunkTensors[] = {
     {&LayerWeights::attn_sinks, &GpuLayer::attn_sinks, "attn_sinks"},
     {&LayerWeights::q_norm, &GpuLayer::q_norm, "attn_q_norm"},
     {&LayerWeights::k_norm, &GpuLayer::k_norm, "attn_k_norm"},
+    {&LayerWeights::wq_a, &GpuLayer::wq_a, "attn_q_a"},
+    {&LayerWeights::q_a_norm, &GpuLayer::q_a_norm, "attn_q_a_norm"},
+    {&LayerWeights::wq_b, &GpuLayer::wq_b, "attn_q_b"},
+    {&LayerWeights::wkv_a, &GpuLayer::wkv_a, "attn_kv_a_mqa", false, true},
+    {&LayerWeights::kv_a_norm, &GpuLayer::kv_a_norm, "attn_kv_a_norm"},
+    {&LayerWeights::wk_b, &GpuLayer::wk_b, "attn_k_b"},
+    {&LayerWeights::wv_b, &GpuLayer::wv_b, "attn_v_b"},
     {&LayerWeights::ffn_norm, &GpuLayer::ffn_norm, "ffn_norm"},
     {&LayerWeights::ffn_gate, &GpuLayer::ffn_gate, "ffn_gate"},
     {&LayerWeights::ffn_up, &GpuLayer::ffn_up, "ffn_up"},
@@ -99,9 +110,11 @@ uint64_t layer_bytes(const Model& m, const LayerTensor (&table)[N]) {
 
 // Uploads layer il's tensors of `table` into l.
 template <size_t N>
-void upload_layer(ModelUploader& up, const LayerWeights& w, int il, GpuLayer& l, const LayerTensor (&table)[N]) {
+void upload_layer(ModelUploader& up, const LayerWeights& w, int il, GpuLayer& l, const LayerTensor (&table)[N],
+                  uint32_t n_rot) {
   const std::string p = "blk." + std::to_string(il) + ".";
-  for (const LayerTensor& t : table) l.*t.dst = up.tensor(w.*t.src, p + t.name, t.as_f32);
+  for (const LayerTensor& t : table)
+    l.*t.dst = up.tensor(w.*t.src, p + t.name, t.as_f32, t.rope_rows_first ? n_rot : 0);
 }
 
 }  // namespace
@@ -115,10 +128,10 @@ GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_la
   ModelUploader up(ctx, total, "weights");
   for (int il = 0; il < c.n_layer; ++il) {
     GpuLayer& l = g.layers[il];
-    upload_layer(up, m.layers()[il], il, l, kTrunkTensors);
+    upload_layer(up, m.layers()[il], il, l, kTrunkTensors, uint32_t(c.n_rot));
     const std::string p = "blk." + std::to_string(il) + ".";
     l.k_cache = ctx.create_buffer(kv_bytes_per_layer, MemoryKind::Device, p + "k cache");
-    l.v_cache = ctx.create_buffer(kv_bytes_per_layer, MemoryKind::Device, p + "v cache");
+    if (!m.layers()[il].spec.mla) l.v_cache = ctx.create_buffer(kv_bytes_per_layer, MemoryKind::Device, p + "v cache");
   }
   g.output_norm = up.tensor(m.output_norm, "output_norm");
   g.output = up.tensor(m.output, "output");
@@ -130,7 +143,7 @@ void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g) {
   try {
     ModelUploader up(ctx, layer_bytes(m, kExpertTensors), "experts");
     for (size_t il = 0; il < g.layers.size(); ++il)
-      upload_layer(up, m.layers()[il], int(il), g.layers[il], kExpertTensors);
+      upload_layer(up, m.layers()[il], int(il), g.layers[il], kExpertTensors, 0);
     up.finish();
   } catch (...) {  // `up` has waited for its copies
     for (GpuLayer& l : g.layers)

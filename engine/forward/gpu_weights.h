@@ -20,10 +20,13 @@ struct GpuTensor {
 
 struct GpuLayer {
   GpuTensor attn_norm, wq, wk, wv, wo, bq, bk, bv, bo, attn_sinks, q_norm, k_norm, ffn_norm;
+  // Latent attention (wq without a q bottleneck). wkv_a's rows are reordered
+  // [rope key (n_rot) | latent (kv_lora)], the layout of a cached row.
+  GpuTensor wq_a, q_a_norm, wq_b, wkv_a, kv_a_norm, wk_b, wv_b;
   GpuTensor ffn_gate, ffn_up, ffn_down, router, router_b, exp_probs_b, shexp_gate, gate_shexp, up_shexp, down_shexp;
   GpuTensor gate_exps_b, up_exps_b, down_exps_b;  // per-expert biases, f32 {width, n_expert}
   GpuTensor gate_exps, up_exps, down_exps;  // resident experts (empty in offload modes)
-  vk::Buffer k_cache, v_cache;
+  vk::Buffer k_cache, v_cache;  // no v_cache for latent attention (values are read from k_cache)
 };
 
 struct GpuModel {
@@ -32,7 +35,7 @@ struct GpuModel {
 };
 
 // Uploads every trunk tensor and allocates a KV cache of kv_bytes_per_layer
-// for each of K and V per layer. Prints progress to stderr when the upload is large.
+// for each of K and V per layer (K only for latent attention). Prints progress to stderr when the upload is large.
 GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer);
 // Uploads the routed experts of every MoE layer into g (resident mode). When
 // an allocation fails (vk::OutOfDeviceMemory) it frees what it allocated,

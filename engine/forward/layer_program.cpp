@@ -27,16 +27,11 @@ LayerProgram::LayerProgram(const Model& m, const GpuModel& g, Activations& a, co
                            Mark mark)
     : m_(m), c_(m.config()), g_(g), a_(a), ops_(ops), kv_(kv), mark_(std::move(mark)) {}
 
-void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const {
+void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n) const {
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
-  const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
-  const Rows x(a_.x, E), xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
-  if (!normed) {
-    ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps, non_finite_site::layer_input(il));
-    r.barrier();
-    mark_(r, "attn norm");
-  }
+  const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
+  const Rows xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
   ops_.linear(r, g.wq, xn, q, n);
   ops_.linear(r, g.wk, xn, k, n);
   ops_.linear(r, g.wv, xn, v, n);
@@ -48,20 +43,41 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
     ops_.add_rows(r, Rows(g.bv.buf, 0), v, KV, n);
     r.barrier();
   }
-  const bool per_head = spec.qk_norm == QkNorm::PerHead;
   if (spec.qk_norm == QkNorm::Whole) {
     ops_.rms_norm(r, q, &g.q_norm, q, Q, n, c_.norm_eps);
     ops_.rms_norm(r, k, &g.k_norm, k, KV, n, c_.norm_eps);
     r.barrier();
   }
+}
+
+void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const {
+  const GpuLayer& g = g_.layers[il];
+  const LayerSpec& spec = m_.layers()[il].spec;
+  const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
+  const Rows x(a_.x, E), xn(a_.xn, E);
+  if (!normed) {
+    ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps, non_finite_site::layer_input(il));
+    r.barrier();
+    mark_(r, "attn norm");
+  }
+  // q and the cache rows k (and v); latent attention stores no values: its
+  // attention reads the values from the key cache.
+  if (spec.mla)
+    project_mla(r, il, n);
+  else
+    project_gqa(r, il, n);
+  const bool per_head = spec.qk_norm == QkNorm::PerHead;
+  const vk::Buffer& v_cache = spec.mla ? g.k_cache : g.v_cache;
   vk::RopeStoreArgs rs;
   rs.q = a_.q;
   rs.k = a_.k;
-  rs.v = a_.v;
+  if (!spec.mla) {
+    rs.v = a_.v;
+    rs.v_cache = g.v_cache;
+  }
   rs.q_norm = per_head ? vk::BufferRange(g.q_norm.buf) : vk::BufferRange(a_.q);
   rs.k_norm = per_head ? vk::BufferRange(g.k_norm.buf) : vk::BufferRange(a_.q);
   rs.k_cache = g.k_cache;
-  rs.v_cache = g.v_cache;
   rs.q_stride = Q;
   rs.kv_stride = KV;
   rs.n_tokens = n;
@@ -79,7 +95,7 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   vk::AttentionArgs at;
   at.q = a_.q;
   at.k_cache = g.k_cache;
-  at.v_cache = g.v_cache;
+  at.v_cache = v_cache;
   at.o = a_.att;
   at.q_stride = Q;
   at.o_stride = Q;
@@ -88,7 +104,7 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   at.head_dim = D;
   at.n_head = c_.n_head;
   at.n_head_kv = c_.n_head_kv;
-  at.scale = 1.0f / std::sqrt(float(D));
+  at.scale = c_.attn_scale();
   at.kv_type = kv_;
   at.scratch = a_.attn_scratch;
   if (spec.sinks) at.sinks = g.attn_sinks.buf;
@@ -96,7 +112,9 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   vk::record_attention(r, at);
   r.barrier();
   mark_(r, "attention");
-  ops_.linear(r, g.wo, Rows(a_.att, Q), x, n, /*acc=*/true);
+  if (spec.mla) expand_mla(r, il, n);
+  const uint32_t O = c_.attn_out_dim();
+  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O), x, n, /*acc=*/true);
   r.barrier();
   if (spec.o_bias) {
     ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);

@@ -60,6 +60,14 @@ class LayerProgram {
   void output(vk::Recorder& r, uint32_t last, bool normed) const;
 
  private:
+  // Attention inputs of n tokens from xn: q rows (q_dim) and cache rows k
+  // (kv_dim) and v (grouped-query only).
+  void project_gqa(vk::Recorder& r, int il, uint32_t n) const;
+  // Latent attention (layer_mla.cpp): q heads [rope part | attn_k_b . no-rope
+  // part], k rows [rope key | normalized latent]; then each head's output
+  // latent expanded by attn_v_b into ao.
+  void project_mla(vk::Recorder& r, int il, uint32_t n) const;
+  void expand_mla(vk::Recorder& r, int il, uint32_t n) const;
   void swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down, uint32_t width,
                   const vk::Buffer& out, uint32_t n, bool acc, FfnAct act) const;
   // The layer's per-expert biases added to eg/eu (gate/up) or eo (down):

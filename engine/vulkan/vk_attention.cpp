@@ -16,7 +16,7 @@ struct RopeStorePush {
   uint32_t q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
   float eps;
   uint32_t kv_row, kv_scale_off;  // Q8_0: uints per cache position, first scale uint of a row
-  uint32_t n_rot;
+  uint32_t n_rot, store_v;
   float freq_scale, ext_factor;
   RopeConsts rc;  // theta_scale, mscale, corr0, corr1
 };
@@ -25,6 +25,7 @@ struct FlashPush {
   float scale_log2;
   uint32_t kv_scale_off;  // Q8_0: first scale uint of a cache row
   uint32_t kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
+  uint32_t kv_same;                      // k_cache and v_cache are the same rows
 };
 struct SplitReducePush {
   uint32_t head_dim, n_head, n_split, ml_off, o_stride, has_sinks;
@@ -42,9 +43,10 @@ void check_heads(const char* what, uint32_t n_tokens, uint32_t head_dim, uint32_
   if (n_tokens == 0 || n_head == 0 || n_head_kv == 0 || n_head % n_head_kv != 0)
     throw Error(std::string("internal error: ") + what + ": bad shape (tokens " + std::to_string(n_tokens) +
                 ", heads " + std::to_string(n_head) + "/" + std::to_string(n_head_kv) + ")");
-  if (head_dim == 0 || head_dim > 256 || head_dim % dim_multiple != 0)
+  if (head_dim == 0 || head_dim > kMaxHeadDim || head_dim % dim_multiple != 0)
     throw Error(std::string(what) + ": head dimension " + std::to_string(head_dim) +
-                " is not supported (multiple of " + std::to_string(dim_multiple) + " up to 256)");
+                " is not supported (multiple of " + std::to_string(dim_multiple) + " up to " +
+                std::to_string(kMaxHeadDim) + ")");
 }
 
 // Tile sizes and invocation layout of attn_flash.comp (its spec constants).
@@ -52,11 +54,13 @@ struct FlashShape {
   uint32_t br = 0, bc = 0;  // query rows per workgroup, keys per tile
   uint32_t sr = 0, sk = 0;  // scores per invocation: rows x keys
   uint32_t dt = 0, nc = 0;  // output: invocations along head_dim, vec4 columns each
+  bool q_shared = true;     // query tile in shared memory (else read from q in the score loop)
 };
 
 uint64_t flash_shared_bytes(const FlashShape& s, uint32_t head_dim) {
   const uint64_t row_vec4 = head_dim / 4 + 1;
-  return 16 * (s.br * row_vec4 + s.bc * row_vec4 + s.br * (s.bc / 4 + 1)) + 4 * (2 * kFlashWorkgroup + 4 * s.br);
+  return 16 * ((s.q_shared ? s.br : 1) * row_vec4 + s.bc * row_vec4 + s.br * (s.bc / 4 + 1)) +
+         4 * (2 * kFlashWorkgroup + 4 * s.br);
 }
 
 // Fills in the invocation layout for s.br x s.bc; false when none fits.
@@ -80,20 +84,24 @@ bool map_invocations(FlashShape& s, uint32_t head_dim) {
 }
 
 // Rows per workgroup: enough for the query rows of one kv head (at least 4),
-// at most 32 (64 for head_dim <= 64); the largest tile that fits in shared memory.
-FlashShape flash_shape(const DeviceInfo& dev, uint32_t head_dim, uint32_t rows) {
+// at most 32 (64 for head_dim <= 64); the largest tile that fits in shared
+// memory, with the query tile there if any does. Without it (large head_dim:
+// 576 needs more than 48 KiB with it) down to 8-key tiles (32 KiB devices).
+FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows) {
   const uint32_t br_max = head_dim <= 64 ? 64 : 32;
-  uint32_t br = 4;
-  while (br < rows && br < br_max) br *= 2;
-  for (; br >= 4; br /= 2)
-    for (uint32_t bc : {64u, 32u, 16u}) {
-      if (br > 16 && bc > 32) continue;
-      FlashShape s;
-      s.br = br;
-      s.bc = bc;
-      if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim) <= dev.max_shared_memory_bytes) return s;
-    }
-  throw Error("attention: no flash-attention tile fits in " + std::to_string(dev.max_shared_memory_bytes) +
+  uint32_t br_start = 4;
+  while (br_start < rows && br_start < br_max) br_start *= 2;
+  for (bool q_shared : {true, false})
+    for (uint32_t br = q_shared ? br_start : std::max(br_start, 16u); br >= 4; br /= 2)  // 8-key tiles need 16 rows
+      for (uint32_t bc : {64u, 32u, 16u, 8u}) {
+        if ((br > 16 && bc > 32) || (bc == 8 && q_shared)) continue;
+        FlashShape s;
+        s.br = br;
+        s.bc = bc;
+        s.q_shared = q_shared;
+        if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim) <= shared_bytes) return s;
+      }
+  throw Error("attention: no flash-attention tile fits in " + std::to_string(shared_bytes) +
               " bytes of shared memory for head dimension " + std::to_string(head_dim));
 }
 
@@ -128,10 +136,11 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
   const uint64_t D = a.head_dim, kv_dim = D * a.n_head_kv;
   check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + D * a.n_head) * 4);
   check_range("k", a.k, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
-  check_range("v", a.v, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
+  const bool store_v = a.v.buffer != VK_NULL_HANDLE;
+  if (store_v) check_range("v", a.v, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
   const uint64_t cache_end = kv_cache_bytes(a.kv_type, a.pos0 + a.n_tokens, a.head_dim, a.n_head_kv);
   check_range("k cache", a.k_cache, cache_end);
-  check_range("v cache", a.v_cache, cache_end);
+  if (store_v) check_range("v cache", a.v_cache, cache_end);
   if (a.norm) {
     check_range("q norm", a.q_norm, D * 4);
     check_range("k norm", a.k_norm, D * 4);
@@ -140,16 +149,20 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
   if (a.n_tokens > ctx.info().max_workgroup_count[1])
     throw Error("internal error: rope/store with too many tokens in one dispatch");
   const RopeParams& rp = a.rope;
-  if (rp.n_rot < 0 || rp.n_rot % 2 != 0 || uint32_t(rp.n_rot) > a.head_dim)
-    throw Error("internal error: rope/store n_rot " + std::to_string(rp.n_rot) + " is not even and <= head_dim");
+  if (rp.n_rot < 0 || rp.n_rot % 2 != 0 || uint32_t(rp.n_rot) > std::min(a.head_dim, 512u))
+    throw Error("internal error: rope/store n_rot " + std::to_string(rp.n_rot) +
+                " is not even and <= head_dim (at most 512)");
   const RopeStorePush push{a.q_stride, a.kv_stride, a.pos0, a.head_dim, a.n_head, a.n_head_kv,
                            rp.neox ? 1u : 0u, a.norm ? 1u : 0u, a.eps,
                            q8_row_uints(a.head_dim, a.n_head_kv), q8_scale_off(a.head_dim, a.n_head_kv),
-                           uint32_t(rp.n_rot), rp.freq_scale, rp.ext_factor, rope_consts(rp)};
+                           uint32_t(rp.n_rot), store_v ? 1u : 0u, rp.freq_scale, rp.ext_factor,
+                           rope_consts(rp)};
   const Pipeline& p = ctx.pipeline(std::string("attn_rope_store_") + kv_type_name(a.kv_type), 7, sizeof push);
-  // Without norm the weight bindings are unused: bind q in their place.
-  rec.dispatch(p, {a.q, a.k, a.v, a.norm ? a.q_norm : a.q, a.norm ? a.k_norm : a.q, a.k_cache, a.v_cache}, push,
-               a.n_head + a.n_head_kv, a.n_tokens);
+  // Without norm the weight bindings are unused: bind q in their place; without v, k and its cache.
+  rec.dispatch(p,
+               {a.q, a.k, store_v ? a.v : a.k, a.norm ? a.q_norm : a.q, a.norm ? a.k_norm : a.q, a.k_cache,
+                store_v ? a.v_cache : a.k_cache},
+               push, a.n_head + a.n_head_kv, a.n_tokens);
 }
 
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx) {
@@ -173,7 +186,9 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
   const uint32_t rows = a.n_tokens * group;
-  const FlashShape s = flash_shape(dev, D, rows);
+  const uint32_t shared_bytes =
+      a.max_shared_bytes ? std::min(a.max_shared_bytes, dev.max_shared_memory_bytes) : dev.max_shared_memory_bytes;
+  const FlashShape s = flash_shape(shared_bytes, D, rows);
   const uint32_t row_blocks = (rows + s.br - 1) / s.br;
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
     throw Error("internal error: attention dispatch exceeds the workgroup count limits");
@@ -215,8 +230,9 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   push.window = a.window;
   // With a split the sinks enter only the reduce (once per row).
   push.has_sinks = has_sinks && n_split == 1 ? 1u : 0u;
+  push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;
   const Pipeline& fp = ctx.pipeline(std::string("attn_flash_") + kv_type_name(a.kv_type), 6, sizeof push,
-                                    {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc});
+                                    {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u});
   // Without a split the partials binding is unused: bind o in its place;
   // without sinks their binding is unused: bind q in its place.
   const BufferRange& sinks = push.has_sinks ? a.sinks : a.q;

@@ -13,6 +13,7 @@
 namespace vkmoe::vk {
 
 enum class KvType { F32, F16, Q8_0 };
+constexpr uint32_t kMaxHeadDim = 1024;  // of the attention kernels
 const char* kv_type_name(KvType t);
 // Bytes of one cache (K or V) of n_positions rows; Q8_0 needs head_dim % 32 == 0.
 uint64_t kv_cache_bytes(KvType t, uint32_t n_positions, uint32_t head_dim, uint32_t n_head_kv);
@@ -22,7 +23,8 @@ uint64_t kv_cache_bytes(KvType t, uint32_t n_positions, uint32_t head_dim, uint3
 // embedding (cpu/rope.h's rope: partial rotary, NeoX or adjacent pairs, YaRN;
 // the same float angles, reduced exactly below 4e5 rad) to q in place and to
 // k, and stores the rotated k and the unchanged v into the caches at position
-// pos0 + t (converted to the cache type).
+// pos0 + t (converted to the cache type). An empty v stores no values (latent
+// attention, whose values are its cached keys).
 struct RopeStoreArgs {
   BufferRange q, k, v, q_norm, k_norm, k_cache, v_cache;
   uint32_t q_stride = 0, kv_stride = 0;  // floats between tokens in q / k,v
@@ -41,7 +43,8 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a);
 // dropped (llama.cpp / gpt-oss; engine/forward/attention_ref.h on the CPU).
 // Tiled over keys (flash attention: memory O(tile)); the decode case
 // (n_tokens 1) splits long contexts over workgroups. Keys outside every
-// query's window are never read (decode cost O(window)).
+// query's window are never read (decode cost O(window)). k_cache and v_cache
+// may be the same rows (latent attention: the values are the keys).
 struct AttentionArgs {
   BufferRange q, k_cache, v_cache, o;
   uint32_t q_stride = 0, o_stride = 0;  // floats between tokens
@@ -51,6 +54,7 @@ struct AttentionArgs {
   BufferRange scratch;  // for split-K partials: attention_scratch_bytes(...)
   BufferRange sinks;    // f32 per q head (n_head values); empty: no sinks
   uint32_t window = 0;  // sliding window in positions; 0: all keys
+  uint32_t max_shared_bytes = 0;  // tiles' shared-memory cap (tests); 0: the device's
 };
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx);
 void record_attention(Recorder& rec, const AttentionArgs& a);
