@@ -2,7 +2,7 @@
 # Runs on the lent GPU machine (device tool): binaries built here travel in
 # devbin/ (see scripts/pack_devbin.sh), the Vulkan loader in .gl/.
 # usage: scripts/device_run.sh STEP...
-#   steps: info tests golden coopmat hf shaders cpu synth bench profile ds-perf
+#   steps: info tests golden each (GTEST_FILTER) coopmat hf shaders cpu synth bench profile ds-perf
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
@@ -15,6 +15,10 @@ for step in "$@"; do
     golden) $B/vkmoe_tests --gtest_brief=1 \
               --gtest_filter='GoldenLogits.*:Arch*:*Mla*:*Deepseek*:*HeadMatmul*:*ShaderAttention*' 2>&1 |
               tee "$OUT/golden.txt" | grep -E "gpu|PASSED|FAILED|Failure" ;;
+    each)  # every test of GTEST_FILTER in its own process, as ctest runs them
+      for t in $($B/vkmoe_tests --gtest_list_tests --gtest_filter="$GTEST_FILTER" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
+        $B/vkmoe_tests --gtest_brief=1 --gtest_filter="$t" > /tmp/one.log 2>&1 && echo "ok   $t" || { echo "FAIL $t"; tail -15 /tmp/one.log; }
+      done 2>&1 | tee "$OUT/each.txt" | grep -v "^ok" ; echo "$(grep -c '^ok' "$OUT/each.txt") passed" ;;
     coopmat) $B/vkmoe_tests --gtest_brief=1 --gtest_filter='*Coopmat*:*Cm2*' 2>&1 | tee "$OUT/coopmat.txt" | tail -30 ;;
     hf)  # against transformers (installed there); HF_ARCHS limits the architectures
       mkdir -p /tmp/conv && tar xzf anchors/convert.tar.gz -C /tmp/conv

@@ -61,6 +61,16 @@ def tiny_configs():
         out["deepseek2"] = (tf.DeepseekV3Config(q_lora_rank=96, n_shared_experts=1, routed_scaling_factor=2.5,
                                                 n_group=4, topk_group=2, norm_topk_prob=True, **mla),
                             tf.DeepseekV3ForCausalLM)
+        if os.environ.get("HF_DEEPSEEK_VARIANTS"):  # isolate a disagreement: one feature off at a time
+            out["ds-nogroup"] = (tf.DeepseekV3Config(q_lora_rank=96, n_shared_experts=1, routed_scaling_factor=2.5,
+                                                     n_group=1, topk_group=1, norm_topk_prob=True, **mla),
+                                 tf.DeepseekV3ForCausalLM)
+            out["ds-noqlora"] = (tf.DeepseekV3Config(q_lora_rank=None, n_shared_experts=1, routed_scaling_factor=2.5,
+                                                     n_group=4, topk_group=2, norm_topk_prob=True, **mla),
+                                 tf.DeepseekV3ForCausalLM)
+            out["ds-nobias"] = (tf.DeepseekV3Config(q_lora_rank=96, n_shared_experts=1, routed_scaling_factor=2.5,
+                                                    n_group=4, topk_group=2, norm_topk_prob=True, **mla),
+                                tf.DeepseekV3ForCausalLM)
     if hasattr(tf, "DeepseekV2Config"):  # V2-Lite: no q bottleneck, softmax, YaRN with mscale_all_dim
         out["deepseek2-lite"] = (tf.DeepseekV2Config(q_lora_rank=None, n_shared_experts=2, routed_scaling_factor=1.0,
                                                      topk_method="greedy", norm_topk_prob=False,
@@ -136,11 +146,20 @@ def run_one(name, cfg, cls, results):
         for pname, p in list(model.named_parameters()) + list(model.named_buffers()):
             if pname.endswith("bias") or "sinks" in pname:
                 p.normal_(0, 0.5)
+            if pname.endswith("e_score_correction_bias"):  # transformers masks other groups' experts
+                p.abs_()  # with 0, not -inf: keep the eligible experts' scores above that
+                if name == "ds-nobias":
+                    p.zero_()
     d = os.path.join(OUT, name + "-hf")
     model.save_pretrained(d, safe_serialization=True)
     write_tokenizer(d)
     gguf = os.path.join(OUT, name + ".gguf")
     convert(d, gguf)
+    if name.startswith("ds"):
+        import gguf as gg
+        r = gg.GGUFReader(gguf)
+        print(name, "keys:", {f.name: f.contents() for f in r.fields.values() if "expert" in f.name or "rope" in f.name})
+        print(name, "tensors:", sorted({t.name.split(".", 2)[-1] for t in r.tensors if t.name.startswith("blk.1.")}))
     with torch.no_grad():
         logits = model(torch.tensor([TOKENS])).logits[0].float().tolist()
     for backend in ("cpu", "gpu"):

@@ -573,7 +573,9 @@ TEST(ShaderAttention, RopeStoreMatchesCpuRope) {
               std::vector<float> want(in, in + D);
               rope(want.data(), int(D), int(pos0 + t), rp);
               const std::vector<float> got(out, out + D);
-              ASSERT_LT(rel_err(got, want), 4e-6) << "token " << t << " head " << h;
+              // lavapipe stays below 4e-6; NVIDIA's sin/cos measured 4.7e-6 at position 4093
+              // and 5.9e-5 at 65531.
+              ASSERT_LT(rel_err(got, want), 1e-4) << "token " << t << " head " << h;
               for (uint32_t i = n_rot; i < D; ++i)  // the tail passes through
                 ASSERT_EQ(got[i], in[i]) << "token " << t << " head " << h << " dim " << i;
             }
