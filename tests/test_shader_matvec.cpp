@@ -425,7 +425,7 @@ TEST(ShaderMatvecErrors, RejectsBadArguments) {
 // The shader microbenchmark on tiny settings: it must print a positive,
 // finite bandwidth and one sane row per kernel.
 TEST(ShaderMatvecBench, PrintsSaneNumbers) {
-  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,q4_k_ids", "--shapes", "512x40,1024x16",
+  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,mxfp4,q4_k_ids,mxfp4_ids", "--shapes", "512x40,1024x16",
                                    "--iters",       "3",         "--bw-mib", "8", "--pool-mib", "1", "--experts", "16"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -442,7 +442,9 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
     std::istringstream ls(line);
     std::vector<std::string> tok;
     for (std::string t; ls >> t;) tok.push_back(t);
-    if (tok.size() != 7 || (tok[0] != "q4_k" && tok[0] != "q6_k" && tok[0] != "f16" && tok[0] != "q4_k_ids")) continue;
+    if (tok.size() != 7 || (tok[0] != "q4_k" && tok[0] != "q6_k" && tok[0] != "f16" && tok[0] != "mxfp4" &&
+                            tok[0] != "q4_k_ids" && tok[0] != "mxfp4_ids"))
+      continue;
     ++rows;
     for (int i = 3; i < 7; ++i) {
       const double v = std::stod(tok[i]);
@@ -450,7 +452,7 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
     }
   }
   EXPECT_TRUE(std::isfinite(bw) && bw > 0) << out;
-  EXPECT_EQ(rows, 3 * 2 + 1) << out;
+  EXPECT_EQ(rows, 4 * 2 + 2) << out;
   std::vector<std::string> bad = {"bench-shaders", "--kernels", "q7_k"};
   std::vector<char*> bargv;
   for (auto& a : bad) bargv.push_back(a.data());
