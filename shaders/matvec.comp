@@ -54,8 +54,18 @@
 #define UPB 4
 #define NXV 2
 #define MX32 1
+#elif WTYPE == WT_IQ4_XS
+// 136-byte super-blocks, 4-byte aligned: d, scales_h @0, scales_l[4] @4,
+// qs[128] @8. Unit k = sub-block k (elements [32k, 32k+32)), laid out like an
+// IQ4_NL block: qs bytes [16k, 16k+16), low nibbles elements 32k.., high
+// nibbles 32k+16..; read as 32-bit words (dequant.glsl's dq_ld32).
+#define QK 256
+#define BLOCK_BYTES 136
+#define UPB 8
+#define NXV 8
+#define XS32 1
 #elif defined(DQ)
-// Q2_K, Q3_K, IQ4_XS: unit k = elements [16k, 16k + 16) of a block,
+// Q2_K, Q3_K: unit k = elements [16k, 16k + 16) of a block,
 // decoded by dequant.glsl.
 #define QK DQ_QK
 #define BLOCK_BYTES DQ_BYTES
@@ -160,6 +170,9 @@ XData load_x(uint xb, uint b, uint k) {
 #elif defined(CHUNK16)
   const uint v = xb + b * (QK / 4) + k * 4;
   [[unroll]] for (uint i = 0; i < 4; ++i) d.v[i] = x4[v + i];
+#elif defined(XS32)
+  const uint v = xb + b * 64 + k * 8;
+  [[unroll]] for (uint i = 0; i < 8; ++i) d.v[i] = x4[v + i];
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   // unit k: quants [16*(k&1), +16) of the 32-quant group j = k/2; low nibbles
   // are elements 64j + l, high nibbles 64j + 32 + l.
@@ -249,6 +262,12 @@ WData load_w(uint bb, uint k) {
   const uint lo = w1[a >> 2], hi = w1[(a + 3) >> 2];
   w.a.y = (lo >> sh) | ((hi << 1) << (31 - sh));  // (hi << 1) << 31 = 0 when aligned
   w.a.x = bitfieldExtract(w1[bb >> 2], int(8 * (bb & 3u)), 8);
+#elif defined(XS32)
+  // w.a: x = d | scales_h << 16, y = scales_l; w.b = qs bytes [16k, 16k+16)
+  const uint i = bb >> 2;
+  w.a.x = dq_ld32(i);
+  w.a.y = dq_ld32(i + 1);
+  w.b = uvec4(dq_ld32(i + 2 + 4 * k), dq_ld32(i + 3 + 4 * k), dq_ld32(i + 4 + 4 * k), dq_ld32(i + 5 + 4 * k));
 #elif defined(CHUNK16)
   w = dq_fetch(bb / DQ_UNIT, 16 * k);
 #elif WTYPE == WT_Q4_K
@@ -353,6 +372,18 @@ float dot_w(WData w, uint k, XData xd) {
   }
   // DQ_KV_MXFP4[q] * dq_e8m0_half(e) summed, with the 2^-15 undone first
   return (a * 32768.0) * dq_e8m0_half(w.a.x);
+#elif defined(XS32)
+  // 6-bit scale of sub-block k: low 4 bits at bit 4k of scales_l, high 2 at bit 2k of scales_h
+  const int ls = int(bitfieldExtract(w.a.y, int(4 * k), 4) | (bitfieldExtract(w.a.x, int(16 + 2 * k), 2) << 4));
+  float a = 0.0;
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    const uint q = w.b[t];
+    [[unroll]] for (uint i = 0; i < 4; ++i) {
+      a = fma(DQ_KV_IQ4[(q >> (8 * i)) & 15u], xd.v[t][i], a);
+      a = fma(DQ_KV_IQ4[(q >> (8 * i + 4)) & 15u], xd.v[4 + t][i], a);
+    }
+  }
+  return unpackHalf2x16(w.a.x).x * float(ls - 32) * a;
 #elif defined(CHUNK16)
   float a = 0.0;
   [[unroll]] for (uint t = 0; t < 16; ++t) a = fma(dq_value(w, 16 * k, t), xd.v[t / 4][t % 4], a);

@@ -18,7 +18,7 @@ struct TypeLayout {
 
 // Pieces of a ggml block the matvec shader reads per unit of work: 8-element
 // rows of float weights, quarters of a 32-element block (MXFP4 included),
-// eighths of a K-quant super-block, and 16-element units
+// eighths of a K-quant (or IQ4_XS) super-block, and 16-element units
 // (shaders/dequant.glsl) for the rest.
 uint32_t units_per_block(GgmlType t) {
   switch (t) {
@@ -34,8 +34,9 @@ uint32_t units_per_block(GgmlType t) {
     case GgmlType::MXFP4: return 4;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return 8;
-    default: return static_cast<uint32_t>(type_traits(t).block_size / 16);  // Q2_K, Q3_K, IQ4_XS
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return 8;
+    default: return static_cast<uint32_t>(type_traits(t).block_size / 16);  // Q2_K, Q3_K
   }
 }
 
