@@ -45,8 +45,27 @@
 #define NXV 2
 #define NEED_W16 1
 #define Q32 1
+#elif WTYPE == WT_MXFP4
+// 17-byte blocks at any byte offset: e (E8M0) @0, qs @1. Unit k = qs bytes
+// [4k, 4k+4) as in Q32 (elements 4k.. in low nibbles, 16+4k.. in high ones),
+// read as aligned 32-bit words (binding 0 as uint[]) and shifted into place.
+#define QK 32
+#define BLOCK_BYTES 17
+#define UPB 4
+#define NXV 2
+#define MX32 1
+#elif WTYPE == WT_IQ4_XS
+// 136-byte super-blocks, 4-byte aligned: d, scales_h @0, scales_l[4] @4,
+// qs[128] @8. Unit k = sub-block k (elements [32k, 32k+32)), laid out like an
+// IQ4_NL block: qs bytes [16k, 16k+16), low nibbles elements 32k.., high
+// nibbles 32k+16..; read as 32-bit words (dequant.glsl's dq_ld32).
+#define QK 256
+#define BLOCK_BYTES 136
+#define UPB 8
+#define NXV 8
+#define XS32 1
 #elif defined(DQ)
-// MXFP4, Q2_K, Q3_K, IQ4_XS: unit k = elements [16k, 16k + 16) of a block,
+// Q2_K, Q3_K: unit k = elements [16k, 16k + 16) of a block,
 // decoded by dequant.glsl.
 #define QK DQ_QK
 #define BLOCK_BYTES DQ_BYTES
@@ -80,6 +99,9 @@ layout(constant_id = 3) const uint USE_SUBGROUP = 1;
 layout(constant_id = 4) const uint PREFETCH = 1;
 
 layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
+#ifdef MX32
+layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
+#endif
 #ifdef NEED_W16
 layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
 #endif
@@ -140,7 +162,7 @@ XData load_x(uint xb, uint b, uint k) {
   d.v[0] = x4[v];
   d.v[1] = x4[v + 1];
   d.s.x = hsum(d.v[0] + d.v[1]);
-#elif defined(Q32)
+#elif defined(Q32) || defined(MX32)
   d.v[0] = x4[xb + b * 8 + k];
   d.v[1] = x4[xb + b * 8 + 4 + k];
   d.s.x = hsum(d.v[0]);
@@ -148,6 +170,9 @@ XData load_x(uint xb, uint b, uint k) {
 #elif defined(CHUNK16)
   const uint v = xb + b * (QK / 4) + k * 4;
   [[unroll]] for (uint i = 0; i < 4; ++i) d.v[i] = x4[v + i];
+#elif defined(XS32)
+  const uint v = xb + b * 64 + k * 8;
+  [[unroll]] for (uint i = 0; i < 8; ++i) d.v[i] = x4[v + i];
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   // unit k: quants [16*(k&1), +16) of the 32-quant group j = k/2; low nibbles
   // are elements 64j + l, high nibbles 64j + 32 + l.
@@ -229,6 +254,20 @@ WData load_w(uint bb, uint k) {
 #endif
   const uint qs = WTYPE == WT_Q4_1 ? 2u : WTYPE == WT_Q5_0 ? 3u : WTYPE == WT_Q5_1 ? 4u : 1u;
   w.a.y = ld32(hw + qs + 2 * k);
+#elif defined(MX32)
+  // w.a: x = e, y = qs bytes [4k, 4k+4) from the (one or two) aligned words
+  // holding them; the second word index is that of the last byte, so no word
+  // past the weights' end is read (the matvec rounds the binding up to 4 bytes).
+  const uint a = bb + 1 + 4 * k, sh = 8 * (a & 3u);
+  const uint lo = w1[a >> 2], hi = w1[(a + 3) >> 2];
+  w.a.y = (lo >> sh) | ((hi << 1) << (31 - sh));  // (hi << 1) << 31 = 0 when aligned
+  w.a.x = bitfieldExtract(w1[bb >> 2], int(8 * (bb & 3u)), 8);
+#elif defined(XS32)
+  // w.a: x = d | scales_h << 16, y = scales_l; w.b = qs bytes [16k, 16k+16)
+  const uint i = bb >> 2;
+  w.a.x = dq_ld32(i);
+  w.a.y = dq_ld32(i + 1);
+  w.b = uvec4(dq_ld32(i + 2 + 4 * k), dq_ld32(i + 3 + 4 * k), dq_ld32(i + 4 + 4 * k), dq_ld32(i + 5 + 4 * k));
 #elif defined(CHUNK16)
   w = dq_fetch(bb / DQ_UNIT, 16 * k);
 #elif WTYPE == WT_Q4_K
@@ -315,6 +354,36 @@ float dot_w(WData w, uint k, XData xd) {
   return dm.x * sq + dm.y * sx;
 #endif
 #endif
+#elif defined(MX32)
+  // A nibble s|c (sign, 3-bit e2m1 code c = 2e + m) placed as the f16 bits
+  // s << 15 | c << 9 is (e2m1 value doubled) * 2^-15 exactly: exponent field e,
+  // mantissa m/2 (e = 0: the f16 subnormal m * 2^-15). Two nibbles 16 bits
+  // apart become the two halves of one unpackHalf2x16: nibbles at bits 0/16
+  // are elements 4k/4k+2, 8/24 4k+1/4k+3, 4/20 and 12/28 the same of 16+4k.
+  const uint q = w.a.y;
+  float a = 0.0;
+  [[unroll]] for (uint i = 0; i < 4; ++i) {
+    const uint t = q >> (4 * (i & 1u) + 8 * (i >> 1));  // i: 0 -> bits 0, 1 -> 4, 2 -> 8, 3 -> 12
+    const vec2 f = unpackHalf2x16(((t & 0x00070007u) << 9) | ((t & 0x00080008u) << 12));
+    const vec4 xv = xd.v[i & 1u];
+    const uint j = i >> 1;  // element pair (j, j + 2) of the x slice
+    a = fma(f.x, xv[j], a);
+    a = fma(f.y, xv[j + 2], a);
+  }
+  // DQ_KV_MXFP4[q] * dq_e8m0_half(e) summed, with the 2^-15 undone first
+  return (a * 32768.0) * dq_e8m0_half(w.a.x);
+#elif defined(XS32)
+  // 6-bit scale of sub-block k: low 4 bits at bit 4k of scales_l, high 2 at bit 2k of scales_h
+  const int ls = int(bitfieldExtract(w.a.y, int(4 * k), 4) | (bitfieldExtract(w.a.x, int(16 + 2 * k), 2) << 4));
+  float a = 0.0;
+  [[unroll]] for (uint t = 0; t < 4; ++t) {
+    const uint q = w.b[t];
+    [[unroll]] for (uint i = 0; i < 4; ++i) {
+      a = fma(DQ_KV_IQ4[(q >> (8 * i)) & 15u], xd.v[t][i], a);
+      a = fma(DQ_KV_IQ4[(q >> (8 * i + 4)) & 15u], xd.v[4 + t][i], a);
+    }
+  }
+  return unpackHalf2x16(w.a.x).x * float(ls - 32) * a;
 #elif defined(CHUNK16)
   float a = 0.0;
   [[unroll]] for (uint t = 0; t < 16; ++t) a = fma(dq_value(w, 16 * k, t), xd.v[t / 4][t % 4], a);

@@ -1,7 +1,8 @@
 // Weight type ids (WTYPE) of matvec.comp and gemm.comp, and the block layout
 // of the types whose decoders live in dequant.glsl (WTYPE >= WT_Q4_0):
 // DQ_QK elements in DQ_BYTES bytes, read in loads of DQ_UNIT bytes (the
-// blocks' alignment: MXFP4's 17-byte blocks are read byte by byte).
+// blocks' alignment: MXFP4's 17-byte blocks are read byte by byte; the
+// matvec reads MXFP4 and IQ4_XS in 32-bit words instead, see matvec.comp).
 // Include before any declaration (it may enable extensions).
 #define WT_F32 1
 #define WT_F16 2

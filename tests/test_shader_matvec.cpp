@@ -316,6 +316,76 @@ TEST(ShaderMatvecAlign, MinimallyAlignedWeights) {
   }
 }
 
+// Indexed experts of the 1-byte-aligned type (MXFP4) at odd weight offsets and
+// odd expert strides, the last expert ending at the buffer's (unaligned) end,
+// under the automatic and forced configurations.
+TEST(ShaderMatvecAlign, OddExpertStrides) {
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  Context& ctx = shared_context();
+  const GgmlType t = GgmlType::MXFP4;
+  const uint32_t ncols = 384, nrows = 29, n_experts = 5;
+  std::vector<QMatrix> experts;
+  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(random_matrix(rng, t, ncols, nrows));
+  const size_t ebytes = experts[0].bytes.size();
+  const std::vector<int32_t> ids = {4, 1, -2, 3, 0, 4, 2};
+  const uint32_t n_ids = static_cast<uint32_t>(ids.size());
+  Buffer ib = ctx.create_buffer(ids.size() * 4, MemoryKind::Device, "ids");
+  ctx.write_buffer(ib, 0, ids.data(), ids.size() * 4);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const std::vector<MatvecConfig> cfgs = {MatvecConfig{}, {64, 8, 3, 0, 1}, {128, 16, 8, 1, 0}, {64, 4, 1, 1, 1}};
+  for (const auto [w_off, pad] : {std::pair<uint32_t, uint32_t>{33, 3}, {50, 1}, {7, 2}})
+    for (const MatvecConfig& cfg : cfgs) {
+      const size_t stride = ebytes + pad;
+      SCOPED_TRACE("w_off " + std::to_string(w_off) + " stride " + std::to_string(stride) + " " +
+                   config_name(matvec_config(ctx.info(), t, ncols, nrows, n_ids, cfg)));
+      Buffer wb = ctx.create_buffer(w_off + stride * (n_experts - 1) + ebytes, MemoryKind::Device, "experts");
+      for (uint32_t e = 0; e < n_experts; ++e)
+        ctx.write_buffer(wb, w_off + e * stride, experts[e].bytes.data(), ebytes);
+      const uint32_t x_stride = ncols + 4, y_stride = nrows + 1;
+      std::vector<float> x(ncols + x_stride * n_ids), y0(y_stride * n_ids);
+      for (auto& v : x) v = nd(rng);
+      for (auto& v : y0) v = nd(rng);
+      Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
+      Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
+      ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
+      ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
+      MatvecIdsArgs a;
+      a.type = t;
+      a.ncols = ncols;
+      a.nrows = nrows;
+      a.w = BufferRange(wb);
+      a.w_offset = w_off;
+      a.x = BufferRange(xb);
+      a.y = BufferRange(yb);
+      a.ids = BufferRange(ib);
+      a.n_ids = n_ids;
+      a.n_experts = n_experts;
+      a.expert_stride = stride;
+      a.x_stride = x_stride;
+      a.y_stride = y_stride;
+      Recorder rec(ctx);
+      rec.begin();
+      record_matvec_ids(rec, a, cfg);
+      rec.submit().wait();
+      std::vector<float> y(y0.size());
+      ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+      for (uint32_t j = 0; j < n_ids; ++j)
+        for (uint32_t r = 0; r < nrows; ++r) {
+          const size_t yi = size_t(j) * y_stride + r;
+          if (ids[j] < 0) {
+            ASSERT_EQ(y[yi], y0[yi]);
+            continue;
+          }
+          float ref;
+          double mag;
+          reference_row(experts[ids[j]], r, x.data() + j * x_stride, ref, mag);
+          ASSERT_NEAR(y[yi], ref, 1e-4 * mag + 1e-5) << "item " << j << " expert " << ids[j] << " row " << r;
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(ShaderMatvec, ShaderMatvec, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
 
@@ -355,7 +425,7 @@ TEST(ShaderMatvecErrors, RejectsBadArguments) {
 // The shader microbenchmark on tiny settings: it must print a positive,
 // finite bandwidth and one sane row per kernel.
 TEST(ShaderMatvecBench, PrintsSaneNumbers) {
-  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,q4_k_ids", "--shapes", "512x40,1024x16",
+  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,mxfp4,q4_k_ids,mxfp4_ids", "--shapes", "512x40,1024x16",
                                    "--iters",       "3",         "--bw-mib", "8", "--pool-mib", "1", "--experts", "16"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -372,7 +442,9 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
     std::istringstream ls(line);
     std::vector<std::string> tok;
     for (std::string t; ls >> t;) tok.push_back(t);
-    if (tok.size() != 7 || (tok[0] != "q4_k" && tok[0] != "q6_k" && tok[0] != "f16" && tok[0] != "q4_k_ids")) continue;
+    if (tok.size() != 7 || (tok[0] != "q4_k" && tok[0] != "q6_k" && tok[0] != "f16" && tok[0] != "mxfp4" &&
+                            tok[0] != "q4_k_ids" && tok[0] != "mxfp4_ids"))
+      continue;
     ++rows;
     for (int i = 3; i < 7; ++i) {
       const double v = std::stod(tok[i]);
@@ -380,7 +452,7 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
     }
   }
   EXPECT_TRUE(std::isfinite(bw) && bw > 0) << out;
-  EXPECT_EQ(rows, 3 * 2 + 1) << out;
+  EXPECT_EQ(rows, 4 * 2 + 2) << out;
   std::vector<std::string> bad = {"bench-shaders", "--kernels", "q7_k"};
   std::vector<char*> bargv;
   for (auto& a : bad) bargv.push_back(a.data());

@@ -29,8 +29,8 @@ using namespace vk;
 struct Options {
   int device = -1;
   std::vector<std::string> kernels = {"q4_k",      "q5_k",      "q6_k",      "q8_0",      "f16",       "bf16",
-                                      "f32",       "q4_k_ids",  "gemm_q4_k", "gemm_q5_k", "gemm_q6_k", "gemm_q8_0",
-                                      "gemm_f16",  "gemm_bf16", "gemm_f32",  "gemm_ids"};
+                                      "f32",       "mxfp4",     "q4_k_ids",  "mxfp4_ids", "gemm_q4_k", "gemm_q5_k",
+                                      "gemm_q6_k", "gemm_q8_0", "gemm_f16",  "gemm_bf16", "gemm_f32",  "gemm_ids"};
   std::vector<std::pair<uint32_t, uint32_t>> shapes = {{2048, 768}, {768, 2048}, {2048, 4096}, {2048, 151936}};
   // GEMM: ncols x nrows : tokens (gemm_ids: per-expert shape, tokens routed top-8).
   std::vector<std::array<uint32_t, 3>> gemm_shapes = {{2048, 4096, 512}, {4096, 2048, 512}, {2048, 768, 512}};
@@ -46,7 +46,7 @@ struct Options {
 
 const char* kUsage =
     "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_0,q4_1,q5_0,q5_1,\n"
-    "                                      iq4_nl,mxfp4,q2_k,q3_k,iq4_xs,q4_k_ids,\n"
+    "                                      iq4_nl,mxfp4,q2_k,q3_k,iq4_xs,q4_k_ids,mxfp4_ids,\n"
     "                                      gemm_q4_k,...,gemm_f32,gemm_ids]\n"
     "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat|coopmat2]\n"
     "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
@@ -125,7 +125,7 @@ bool kernel_type(const std::string& name, GgmlType& t);
 void validate_kernels(const Options& o) {
   GgmlType t;
   for (const auto& k : o.kernels)
-    if (k != "q4_k_ids" && k != "gemm_ids" && !kernel_type(k.rfind("gemm_", 0) == 0 ? k.substr(5) : k, t))
+    if (k != "q4_k_ids" && k != "mxfp4_ids" && k != "gemm_ids" && !kernel_type(k.rfind("gemm_", 0) == 0 ? k.substr(5) : k, t))
       throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
   if (o.kernels.empty() || o.shapes.empty()) throw Error(std::string("bench-shaders: nothing to run\n") + kUsage);
 }
@@ -304,16 +304,21 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
   return row;
 }
 
-// Indexed-expert matvec: 8 random distinct experts of a stack of o.experts
-// 2048x768 Q4_K experts (x shared), fresh ids for every iteration.
-Row bench_ids(Context& ctx, Uploader& upl, const Options& o, const MatvecConfig& cfg, double bw, std::mt19937& rng) {
+// Indexed-expert matvec: random distinct experts of a stack of o.experts
+// (x shared), fresh ids for every iteration. kernel: q4_k_ids
+// (Qwen3-30B-A3B-shaped Q4_K experts, 2048x768, top-8) or mxfp4_ids
+// (gpt-oss-shaped MXFP4 experts, 2880x2880, top-4).
+Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, const Options& o, const MatvecConfig& cfg,
+              double bw, std::mt19937& rng) {
   const DeviceInfo& dev = ctx.info();
-  const GgmlType t = GgmlType::Q4_K;
-  const uint32_t ncols = 2048, nrows = 768, used = 8;
+  const bool mx = kernel == "mxfp4_ids";
+  const GgmlType t = mx ? GgmlType::MXFP4 : GgmlType::Q4_K;
+  const uint32_t ncols = mx ? 2880 : 2048, nrows = mx ? 2880 : 768, used = mx ? 4 : 8;
   const uint64_t ebytes = row_bytes(t, ncols) * nrows, stack = ebytes * o.experts;
   Row row;
-  row.kernel = "q4_k_ids";
-  row.shape = "2048x768:8/" + std::to_string(o.experts);
+  row.kernel = kernel;
+  row.shape = std::to_string(ncols) + "x" + std::to_string(nrows) + ":" + std::to_string(used) + "/" +
+              std::to_string(o.experts);
   if (stack > dev.max_storage_buffer_range) {
     std::printf("%-10s %-14s skipped: stack exceeds the device's storage range\n", row.kernel.c_str(),
                 row.shape.c_str());
@@ -577,8 +582,8 @@ int run(const Options& o) {
       }
       continue;
     }
-    if (k == "q4_k_ids") {
-      for (const auto& cfg : configs_for(o)) bench_ids(*ctx, upl, o, cfg, bw, rng);
+    if (k == "q4_k_ids" || k == "mxfp4_ids") {
+      for (const auto& cfg : configs_for(o)) bench_ids(*ctx, upl, k, o, cfg, bw, rng);
       continue;
     }
     if (!kernel_type(k, t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);

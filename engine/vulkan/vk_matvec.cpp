@@ -17,8 +17,9 @@ struct TypeLayout {
 };
 
 // Pieces of a ggml block the matvec shader reads per unit of work: 8-element
-// rows of float weights, quarters of a 32-element block, eighths of a K-quant
-// super-block, and 16-element units (shaders/dequant.glsl) for the rest.
+// rows of float weights, quarters of a 32-element block (MXFP4 included),
+// eighths of a K-quant (or IQ4_XS) super-block, and 16-element units
+// (shaders/dequant.glsl) for the rest.
 uint32_t units_per_block(GgmlType t) {
   switch (t) {
     case GgmlType::F32:
@@ -29,11 +30,13 @@ uint32_t units_per_block(GgmlType t) {
     case GgmlType::Q4_1:
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
-    case GgmlType::IQ4_NL: return 4;
+    case GgmlType::IQ4_NL:
+    case GgmlType::MXFP4: return 4;
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return 8;
-    default: return static_cast<uint32_t>(type_traits(t).block_size / 16);  // MXFP4, Q2_K, Q3_K, IQ4_XS
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_XS: return 8;
+    default: return static_cast<uint32_t>(type_traits(t).block_size / 16);  // Q2_K, Q3_K
   }
 }
 
@@ -188,6 +191,14 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
 
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
+  // The MXFP4 matvec reads its 1-byte-aligned weights as aligned 32-bit words,
+  // the last of which may run up to 3 bytes past the weights: round the
+  // binding up to whole words (Context buffers are padded to 16 bytes, so this
+  // stays inside the buffer; without it a bounds-checking driver such as
+  // lavapipe reads the partial last word as 0).
+  BufferRange w_binding = a.w;
+  if (a.type == GgmlType::MXFP4 && w_binding.offset % 4 == 0 && w_binding.range + 3 <= dev.max_storage_buffer_range)
+    w_binding.range = (w_binding.range + 3) & ~uint64_t(3);
   const MatvecConfig c = matvec_config(dev, a.type, a.ncols, a.nrows, n_items, want);
   const uint32_t rows_per_wg = c.workgroup / c.threads_per_row * c.rows_per_thread;
   const uint32_t row_blocks = (a.nrows + rows_per_wg - 1) / rows_per_wg;
@@ -220,10 +231,10 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     push.x_stride = ids->x_stride;
     push.y_stride = ids->y_stride;
     const Pipeline& p = ctx.pipeline("matvec_ids_" + variant, 4, sizeof(MatvecPush), spec);
-    rec.dispatch(p, {a.w, a.x, a.y, ids->ids}, push, gx, n_items, gz);
+    rec.dispatch(p, {w_binding, a.x, a.y, ids->ids}, push, gx, n_items, gz);
   } else {
     const Pipeline& p = ctx.pipeline("matvec_" + variant, 3, sizeof(MatvecPush), spec);
-    rec.dispatch(p, {a.w, a.x, a.y}, push, gx, 1, gz);
+    rec.dispatch(p, {w_binding, a.x, a.y}, push, gx, 1, gz);
   }
 }
 
