@@ -29,8 +29,9 @@ for step in "$@"; do
       [ -f $DS ] || $B/vkmoe synth --preset deepseek-v2-lite -o $DS 2>&1 | tail -1
       unpack_llama
       $B/vkmoe plan -m $DS --vram-budget 8GiB 2>&1 | head -4
-      for a in "--moe-mode resident" "--vram-budget 8GiB"; do run $B/vkmoe bench -m $DS -p 512 -n 128 -r 2 $a; done
-      for a in "-ncmoe 0" "-ncmoe ${DS_NCMOE:-12}"; do run /tmp/ll/llama-bench -m $DS -ngl 99 -p 512 -n 128 -r 2 $a; done ;;
+      { for a in "--moe-mode resident" "--vram-budget 8GiB"; do run $B/vkmoe bench -m $DS -p 512 -n 128 -r 2 $a; done
+        for a in "-ncmoe 0" "-ncmoe ${DS_NCMOE:-11}"; do run /tmp/ll/llama-bench -m $DS -ngl 99 -p 512 -n 128 -r 2 $a; done
+      } 2>&1 | tee "$OUT/ds_perf.txt" ;;
     shaders) $B/vkmoe bench-shaders 2>&1 | tee "$OUT/bench_shaders.txt" ;;
     cpu) $B/bench_cpu_kernels --benchmark_min_time=0.2 2>&1 | tee "$OUT/bench_cpu.txt" | tail -40 ;;
     synth) [ -f $MODEL ] || $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL; ls -la $MODEL ;;

@@ -573,9 +573,9 @@ TEST(ShaderAttention, RopeStoreMatchesCpuRope) {
               std::vector<float> want(in, in + D);
               rope(want.data(), int(D), int(pos0 + t), rp);
               const std::vector<float> got(out, out + D);
-              // lavapipe stays below 4e-6; NVIDIA's sin/cos measured 4.7e-6 at position 4093
-              // and 5.9e-5 at 65531.
-              ASSERT_LT(rel_err(got, want), 1e-4) << "token " << t << " head " << h;
+              // lavapipe stays below 4e-6; on the H100 the error grows with the position
+              // (4.7e-6 at 4093, 5.9e-5 at 65531, 1.05e-4 at 65532): 2.5e-9 per position allowed.
+              ASSERT_LT(rel_err(got, want), 4e-6 + 2.5e-9 * (pos0 + t)) << "token " << t << " head " << h;
               for (uint32_t i = n_rot; i < D; ++i)  // the tail passes through
                 ASSERT_EQ(got[i], in[i]) << "token " << t << " head " << h << " dim " << i;
             }
