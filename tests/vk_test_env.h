@@ -24,7 +24,7 @@ struct VkEnv {
   }
   vk::Buffer bytes(const void* src, size_t n) {
     vk::Buffer b = ctx->create_buffer(std::max<size_t>(n, 4), vk::MemoryKind::Upload, "test");
-    std::memcpy(b.data(), src, n);
+    if (n) std::memcpy(b.data(), src, n);  // src may be null for an empty vector
     return b;
   }
   template <class T>
