@@ -1,9 +1,13 @@
 #version 450
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x   for ggml-layout weight rows.
-// Compile-time: WTYPE (weight type, shaders/wtype.glsl), INDEXED (MoE expert variant).
+// Compile-time: WTYPE (weight type, shaders/wtype.glsl), INDEXED (MoE expert variant),
+// GLU (the input is act(x, u) of a second vector u: a SwiGLU fused into the
+// product), TAIL_NORM (non-indexed: the dispatch's last workgroup also writes
+// the RMS-normed y, shaders/matvec_tail.glsl).
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2),
 // 2 = RPT rows per lane (1..8), 3 = subgroup reductions (1) or shared memory (0),
-// 4 = software-pipelined weight loads (1) or not (0).
+// 4 = software-pipelined weight loads (1) or not (0), 5 = GLU activation
+// (0 SiLU, 1 gpt-oss's clamped SwiGLU; as shaders/swiglu.comp).
 //
 // A row is a sequence of "units": fixed slices of a block that one lane
 // decodes at once (e.g. 32 quants of a Q4_K block). The TPR lanes of a row
@@ -18,6 +22,15 @@
 
 #ifndef INDEXED
 #define INDEXED 0
+#endif
+#ifndef GLU
+#define GLU 0
+#endif
+#ifndef TAIL_NORM
+#define TAIL_NORM 0
+#endif
+#if TAIL_NORM && INDEXED
+#error "TAIL_NORM is for single matrices"
 #endif
 
 #if WTYPE == WT_F32
@@ -106,15 +119,38 @@ layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
 layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
 #endif
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
+#if TAIL_NORM
+// The last workgroup reads rows other workgroups wrote.
+layout(set = 0, binding = 2) coherent buffer Y { float y[]; };
+#else
 layout(set = 0, binding = 2) buffer Y { float y[]; };
+#endif
 #if INDEXED
 layout(set = 0, binding = 3) readonly buffer Ids { int ids[]; };
+#endif
+#if GLU
+layout(set = 0, binding = 3 + INDEXED) readonly buffer U { vec4 u4[]; };
+layout(constant_id = 5) const uint GLU_ACT = 0;
+const float OAI_ALPHA = 1.702;
+const float OAI_LIMIT = 7.0;
+vec4 glu(vec4 g, vec4 u) {
+  if (GLU_ACT == 1) {
+    const vec4 xg = min(g, vec4(OAI_LIMIT)), xu = clamp(u, vec4(-OAI_LIMIT), vec4(OAI_LIMIT));
+    return xg / (1.0 + exp(-OAI_ALPHA * xg)) * (xu + 1.0);
+  }
+  return g / (1.0 + exp(-g)) * u;
+}
+#define XV(i) glu(x4[i], u4[i])
+#else
+#define XV(i) x4[i]
 #endif
 
 layout(push_constant) uniform Push {
   uint ncols, nrows, w_offset, x_offset, y_offset, accumulate;
   uint row_blocks;
   uint expert_stride, n_experts, ids_offset, x_stride, y_stride;
+  uint tail_out_offset, tail_counter, tail_check;
+  float tail_eps;
 } p;
 
 #include "dequant.glsl"
@@ -122,6 +158,9 @@ layout(push_constant) uniform Push {
 const uint MAX_WG = 256;
 const uint MAX_RPT = 8;
 shared float red[MAX_WG * MAX_RPT];
+#if TAIL_NORM
+#include "matvec_tail.glsl"
+#endif
 
 // Integer decode without I2F: OR-ing a small integer q into the mantissa of
 // 1.0f at bit 16 gives exactly 1 + q/128 (for q < 128). Dot products then use
@@ -155,31 +194,31 @@ XData load_x(uint xb, uint b, uint k) {
   XData d;
 #if WTYPE == WT_F32 || WTYPE == WT_F16 || WTYPE == WT_BF16
   const uint e = b * 8;
-  d.v[0] = x4[xb + e / 4];
-  d.v[1] = x4[xb + e / 4 + 1];
+  d.v[0] = XV(xb + e / 4);
+  d.v[1] = XV(xb + e / 4 + 1);
 #elif WTYPE == WT_Q8_0
   const uint v = xb + b * 8 + k * 2;
-  d.v[0] = x4[v];
-  d.v[1] = x4[v + 1];
+  d.v[0] = XV(v);
+  d.v[1] = XV(v + 1);
   d.s.x = hsum(d.v[0] + d.v[1]);
 #elif defined(Q32) || defined(MX32)
-  d.v[0] = x4[xb + b * 8 + k];
-  d.v[1] = x4[xb + b * 8 + 4 + k];
+  d.v[0] = XV(xb + b * 8 + k);
+  d.v[1] = XV(xb + b * 8 + 4 + k);
   d.s.x = hsum(d.v[0]);
   d.s.y = hsum(d.v[1]);
 #elif defined(CHUNK16)
   const uint v = xb + b * (QK / 4) + k * 4;
-  [[unroll]] for (uint i = 0; i < 4; ++i) d.v[i] = x4[v + i];
+  [[unroll]] for (uint i = 0; i < 4; ++i) d.v[i] = XV(v + i);
 #elif defined(XS32)
   const uint v = xb + b * 64 + k * 8;
-  [[unroll]] for (uint i = 0; i < 8; ++i) d.v[i] = x4[v + i];
+  [[unroll]] for (uint i = 0; i < 8; ++i) d.v[i] = XV(v + i);
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   // unit k: quants [16*(k&1), +16) of the 32-quant group j = k/2; low nibbles
   // are elements 64j + l, high nibbles 64j + 32 + l.
   const uint v = xb + b * 64 + (k >> 1) * 16 + (k & 1u) * 4;
   [[unroll]] for (uint i = 0; i < 4; ++i) {
-    d.v[i] = x4[v + i];
-    d.v[4 + i] = x4[v + 8 + i];
+    d.v[i] = XV(v + i);
+    d.v[4 + i] = XV(v + 8 + i);
   }
   d.s.x = hsum((d.v[0] + d.v[1]) + (d.v[2] + d.v[3]));
   d.s.y = hsum((d.v[4] + d.v[5]) + (d.v[6] + d.v[7]));
@@ -187,8 +226,8 @@ XData load_x(uint xb, uint b, uint k) {
   // unit k: half n = k/4, positions l = 8*(k&3) .. +8 of its 32-wide quarters m.
   const uint v = xb + b * 64 + (k >> 2) * 32 + (k & 3u) * 2;
   [[unroll]] for (uint m = 0; m < 4; ++m) {
-    d.v[2 * m] = x4[v + 8 * m];
-    d.v[2 * m + 1] = x4[v + 8 * m + 1];
+    d.v[2 * m] = XV(v + 8 * m);
+    d.v[2 * m + 1] = XV(v + 8 * m + 1);
     d.s[m] = hsum(d.v[2 * m] + d.v[2 * m + 1]);
   }
 #endif
@@ -556,4 +595,7 @@ void main() {
       }
     }
   }
+#if TAIL_NORM
+  norm_tail(ybase);
+#endif
 }

@@ -34,6 +34,12 @@ function(vkmoe_matvec_variants PREFIX SRC)
     string(REPLACE "matvec" "matvec_ids" ids_prefix ${PREFIX})
     vkmoe_shader(${PREFIX}_${tname} ${SRC} WTYPE=${tid})
     vkmoe_shader(${ids_prefix}_${tname} ${SRC} WTYPE=${tid} INDEXED=1)
+    if(PREFIX STREQUAL "matvec")
+      # Fused decode variants: SwiGLU on the input, RMS norm of the output.
+      vkmoe_shader(matvec_glu_${tname} ${SRC} WTYPE=${tid} GLU=1)
+      vkmoe_shader(matvec_ids_glu_${tname} ${SRC} WTYPE=${tid} INDEXED=1 GLU=1)
+      vkmoe_shader(matvec_norm_${tname} ${SRC} WTYPE=${tid} TAIL_NORM=1)
+    endif()
   endforeach()
 endfunction()
 vkmoe_matvec_variants(matvec matvec.comp f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7

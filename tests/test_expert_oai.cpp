@@ -215,7 +215,8 @@ namespace {
 struct GpuOpsEnv : VkEnv {
   vk::Buffer scratch = ctx->create_buffer(1 << 16, vk::MemoryKind::Device, "gemm scratch");
   vk::Buffer flag = buf(std::vector<uint32_t>{0xffffffffu});
-  GpuOps ops{*ctx, scratch, flag};
+  vk::Buffer counters = buf(std::vector<uint32_t>(4, 0));
+  GpuOps ops{*ctx, scratch, flag, counters};
 };
 
 }  // namespace

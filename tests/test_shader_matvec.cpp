@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "cpu/ffn_act.h"
 #include "cpu/quant.h"
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_runtime.h"
@@ -384,6 +385,179 @@ TEST(ShaderMatvecAlign, OddExpertStrides) {
           ASSERT_NEAR(y[yi], ref, 1e-4 * mag + 1e-5) << "item " << j << " expert " << ids[j] << " row " << r;
         }
     }
+}
+
+// ---- Fused decode variants ----
+
+// A SwiGLU fused into the product's input (MatvecArgs::glu_up), both
+// activations, single and indexed (per-item g/u rows), vs. the reference on
+// h = act(g, u) computed on the CPU (cpu/ffn_act.h). Values cross gpt-oss's
+// clamps. Tolerance as above with the magnitudes of h.
+TEST_P(ShaderMatvec, GluInput) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  Context& ctx = shared_context();
+  const uint32_t ncols = 512, nrows = 45, n_experts = 3;
+  std::vector<QMatrix> experts;
+  for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(random_matrix(rng_, t, ncols, nrows));
+  const size_t ebytes = experts[0].bytes.size(), stride = (ebytes + 15) / 16 * 16;
+  Buffer wb = ctx.create_buffer(stride * n_experts, MemoryKind::Device, "experts");
+  for (uint32_t e = 0; e < n_experts; ++e) ctx.write_buffer(wb, e * stride, experts[e].bytes.data(), ebytes);
+  const std::vector<int32_t> ids = {2, -1, 0, 2};
+  Buffer ib = ctx.create_buffer(ids.size() * 4, MemoryKind::Device, "ids");
+  ctx.write_buffer(ib, 0, ids.data(), ids.size() * 4);
+  std::normal_distribution<float> nd(0.f, 4.f);
+  for (GluAct act : {GluAct::SiLU, GluAct::OaiSwiGLU})
+    for (bool indexed : {false, true}) {
+      SCOPED_TRACE(std::string(type_name(t)) + (act == GluAct::SiLU ? " silu" : " oai") +
+                   (indexed ? " indexed" : " single"));
+      const uint32_t n_items = indexed ? uint32_t(ids.size()) : 1, x_off = 4, x_stride = ncols + 8;
+      const uint32_t y_stride = nrows + 1;
+      std::vector<float> g(x_off + x_stride * n_items), u(g.size()), y0(y_stride * n_items);
+      for (auto& v : g) v = nd(rng_);
+      for (auto& v : u) v = nd(rng_);
+      for (auto& v : y0) v = nd(rng_);
+      Buffer gb = ctx.create_buffer(g.size() * 4, MemoryKind::Device, "g");
+      Buffer ub = ctx.create_buffer(u.size() * 4, MemoryKind::Device, "u");
+      Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
+      ctx.write_buffer(gb, 0, g.data(), g.size() * 4);
+      ctx.write_buffer(ub, 0, u.data(), u.size() * 4);
+      ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
+      MatvecIdsArgs a;
+      a.type = t;
+      a.ncols = ncols;
+      a.nrows = nrows;
+      a.w = BufferRange(wb);
+      a.x = BufferRange(gb);
+      a.x_offset = x_off;
+      a.y = BufferRange(yb);
+      a.glu_up = BufferRange(ub);
+      a.glu_act = act == GluAct::OaiSwiGLU ? 1 : 0;
+      Recorder rec(ctx);
+      rec.begin();
+      if (indexed) {
+        a.ids = BufferRange(ib);
+        a.n_ids = n_items;
+        a.n_experts = n_experts;
+        a.expert_stride = stride;
+        a.x_stride = x_stride;
+        a.y_stride = y_stride;
+        record_matvec_ids(rec, a);
+      } else {
+        record_matvec(rec, a);
+      }
+      rec.submit().wait();
+      std::vector<float> y(y0.size());
+      ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+      for (uint32_t j = 0; j < n_items; ++j) {
+        const int e = indexed ? ids[j] : 0;
+        std::vector<float> h(ncols);
+        for (uint32_t i = 0; i < ncols; ++i) {
+          const size_t xi = x_off + size_t(j) * x_stride + i;
+          h[i] = glu(act, g[xi], u[xi]);
+        }
+        for (uint32_t r = 0; r < nrows; ++r) {
+          const size_t yi = size_t(j) * y_stride + r;
+          if (e < 0) {
+            ASSERT_EQ(y[yi], y0[yi]) << "skipped item " << j << " was written";
+            continue;
+          }
+          float ref;
+          double mag;
+          reference_row(experts[e], r, h.data(), ref, mag);
+          ASSERT_NEAR(y[yi], ref, 1e-4 * mag + 1e-5) << "item " << j << " row " << r;
+        }
+      }
+    }
+}
+
+// The product followed by the RMS norm of its output in one dispatch
+// (record_matvec_norm): many workgroups (2048 rows) and few (37), accumulate
+// or not, the same counter used by two dispatches in one submission (it must
+// come back to 0), and a NaN input lowering the non-finite flag. The norm is
+// checked against the CPU's norm of the GPU's own y (tolerance 1e-5 relative
+// + 1e-6), y against the reference as above.
+TEST_P(ShaderMatvec, NormTail) {
+  SCOPED_TRACE("seed=" + std::to_string(seed_));
+  const GgmlType t = GetParam();
+  Context& ctx = shared_context();
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (auto [nrows, accumulate] : {std::pair<uint32_t, bool>{2048, true}, {37, false}}) {
+    const uint32_t ncols = 256, out_off = 8, check = 77;
+    SCOPED_TRACE(std::string(type_name(t)) + " rows " + std::to_string(nrows));
+    const QMatrix m = random_matrix(rng_, t, ncols, nrows);
+    std::vector<float> x(2 * ncols), y0(nrows), nw(nrows);
+    for (auto& v : x) v = nd(rng_);
+    for (auto& v : y0) v = nd(rng_);
+    for (auto& v : nw) v = 1.f + 0.5f * nd(rng_);
+    x[ncols + 3] = std::nanf("");  // the second dispatch's input
+    Buffer wb = ctx.create_buffer(m.bytes.size(), MemoryKind::Device, "w");
+    Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
+    Buffer yb = ctx.create_buffer(2 * nrows * 4, MemoryKind::Device, "y");
+    Buffer nb = ctx.create_buffer(nrows * 4, MemoryKind::Device, "norm w");
+    Buffer ob = ctx.create_buffer((out_off + 2 * nrows) * 4, MemoryKind::Device, "out");
+    Buffer cb = ctx.create_buffer(16, MemoryKind::Device, "counters");
+    Buffer fb = ctx.create_buffer(4, MemoryKind::Device, "flag");
+    const uint32_t no_flag = 0xffffffffu;
+    const std::vector<uint32_t> zeros(4, 0);
+    ctx.write_buffer(wb, 0, m.bytes.data(), m.bytes.size());
+    ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
+    ctx.write_buffer(yb, 0, y0.data(), nrows * 4);
+    ctx.write_buffer(yb, nrows * 4, y0.data(), nrows * 4);
+    ctx.write_buffer(nb, 0, nw.data(), nw.size() * 4);
+    ctx.write_buffer(cb, 0, zeros.data(), 16);
+    ctx.write_buffer(fb, 0, &no_flag, 4);
+    Recorder rec(ctx);
+    rec.begin();
+    for (uint32_t d = 0; d < 2; ++d) {
+      MatvecArgs a;
+      a.type = t;
+      a.ncols = ncols;
+      a.nrows = nrows;
+      a.w = BufferRange(wb);
+      a.x = BufferRange(xb);
+      a.x_offset = d * ncols;
+      a.y = BufferRange(yb);
+      a.y_offset = d * nrows;
+      a.accumulate = accumulate;
+      MatvecNormTail tail;
+      tail.w = BufferRange(nb);
+      tail.out = BufferRange(ob);
+      tail.out_offset = out_off + d * nrows;
+      tail.eps = 1e-6f;
+      tail.counter = BufferRange(cb);
+      tail.counter_index = 2;
+      tail.flag = BufferRange(fb);
+      tail.check = d == 0 ? 0 : check;
+      record_matvec_norm(rec, a, tail);
+      rec.barrier();
+    }
+    rec.submit().wait();
+    std::vector<float> y(2 * nrows), out(out_off + 2 * nrows);
+    std::vector<uint32_t> counters(4);
+    uint32_t flag = 0;
+    ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+    ctx.read_buffer(ob, 0, out.data(), out.size() * 4);
+    ctx.read_buffer(cb, 0, counters.data(), 16);
+    ctx.read_buffer(fb, 0, &flag, 4);
+    EXPECT_EQ(counters, zeros) << "the counter must be left at 0";
+    EXPECT_EQ(flag, check) << "the NaN input must lower the flag";
+    double ss = 0;
+    for (uint32_t r = 0; r < nrows; ++r) {
+      float ref;
+      double mag;
+      reference_row(m, r, x.data(), ref, mag);
+      const double expect = double(ref) + (accumulate ? y0[r] : 0.0);
+      ASSERT_NEAR(y[r], expect, 1e-4 * (mag + (accumulate ? std::fabs(y0[r]) : 0.0)) + 1e-5) << "row " << r;
+      ss += double(y[r]) * y[r];
+    }
+    const double scale = 1.0 / std::sqrt(ss / nrows + 1e-6);
+    for (uint32_t r = 0; r < nrows; ++r) {
+      const double expect = y[r] * scale * nw[r];
+      ASSERT_NEAR(out[out_off + r], expect, 1e-5 * std::fabs(expect) + 1e-6) << "normed row " << r;
+    }
+    for (uint32_t r = 0; r < nrows; ++r) ASSERT_TRUE(std::isnan(out[out_off + nrows + r])) << "row " << r;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ShaderMatvec, ShaderMatvec, ::testing::ValuesIn(kTypes),

@@ -63,6 +63,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(s.vocab, "logits");
   const uint32_t widest = std::max({s.embd, s.q, s.ff, s.ff_exp, s.q_lora, s.attn_out});
   f(vk::gemm_scratch_bytes(widest, std::max<uint32_t>(uint32_t(T), R)) / 4, "GEMM activation scratch");
+  f(Activations::kDispatchCounters, "fused-dispatch counters");
 }
 
 uint64_t padded(uint64_t floats) { return (std::max<uint64_t>(floats, 4) * 4 + 255) / 256 * 256; }
@@ -77,7 +78,7 @@ uint64_t activation_bytes(const ActivationShape& s) {
 
 Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) {
   vk::Buffer* order[] = {&x, &xn, &q, &k, &v, &att, &attn_scratch, &qa, &qh, &ao, &g, &u, &so, &gate1, &rlog,
-                         &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch};
+                         &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch, &counters};
   size_t i = 0;
   for_each_buffer(s, [&](uint64_t floats, const char* what) {
     *order[i++] = ctx.create_buffer(padded(floats), vk::MemoryKind::Device, what);
@@ -87,7 +88,7 @@ Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) 
   // Rows no pass has written yet (skipped experts, padding slots) must stay finite.
   vk::Recorder r(ctx);
   r.begin();
-  for (const vk::Buffer* b : {&eg, &eu, &eo}) r.fill(*b, 0, b->size(), 0);
+  for (const vk::Buffer* b : {&eg, &eu, &eo, &counters}) r.fill(*b, 0, b->size(), 0);
   r.submit().wait();
 }
 

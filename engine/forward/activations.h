@@ -37,6 +37,8 @@ struct Activations {
   vk::Buffer eg, eu, eo;    // routed experts: [row][ff_exp], [row][ff_exp], [row][embd]
   vk::Buffer logits;        // [vocab] of the last token
   vk::Buffer gemm_scratch;  // int8 GEMM path: quantized activations of one product
+  vk::Buffer counters;      // zeroed uints: fused kernels count finished workgroups here
+  static constexpr uint32_t kDispatchCounters = 16;
   // Host-visible uint: the smallest non_finite_site code whose check saw
   // NaN/Inf (kNoNonFinite while none did). Not device memory.
   vk::Buffer non_finite;

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 
-#include "engine/vulkan/vk_matvec.h"
 
 namespace vkmoe {
 namespace {
@@ -41,16 +40,10 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
     const uint64_t rows = std::min<uint64_t>(chunk, w.nrows - r0);
     const vk::BufferRange wr(w.buf, r0 * rb, rows * rb);
     if (n == 1) {
-      vk::MatvecArgs a;
-      a.type = w.type;
-      a.ncols = w.ncols;
+      vk::MatvecArgs a = matvec_args(w, x, y, acc);
       a.nrows = static_cast<uint32_t>(rows);
       a.w = wr;
-      a.x = *x.buf;
-      a.x_offset = x.offset;
-      a.y = *y.buf;
-      a.y_offset = y.offset + static_cast<uint32_t>(r0);
-      a.accumulate = acc;
+      a.y_offset += static_cast<uint32_t>(r0);
       vk::record_matvec(r, a);
     } else {
       vk::GemmArgs a;
@@ -70,6 +63,59 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
       vk::record_gemm(r, a, gemm_for(w.type));
     }
   }
+}
+
+bool GpuOps::one_binding(const GpuTensor& w) const {
+  return uint64_t(w.nrows) * row_bytes(w.type, w.ncols) <= ctx_.info().max_storage_buffer_range;
+}
+
+vk::MatvecArgs GpuOps::matvec_args(const GpuTensor& w, Rows x, Rows y, bool acc) const {
+  vk::MatvecArgs a;
+  a.type = w.type;
+  a.ncols = w.ncols;
+  a.nrows = w.nrows;
+  a.w = w.buf;
+  a.x = *x.buf;
+  a.x_offset = x.offset;
+  a.y = *y.buf;
+  a.y_offset = y.offset;
+  a.accumulate = acc;
+  return a;
+}
+
+void GpuOps::linear_glu(vk::Recorder& r, const GpuTensor& w, Rows g, Rows u, FfnAct act, Rows y, uint32_t n,
+                        bool acc) const {
+  if (n == 1 && one_binding(w) && g.offset == u.offset) {
+    vk::MatvecArgs a = matvec_args(w, g, y, acc);
+    a.glu_up = *u.buf;
+    a.glu_act = act == FfnAct::OaiSwiGLU ? 1u : 0u;
+    vk::record_matvec(r, a);
+    return;
+  }
+  if (g.offset != u.offset || (n > 1 && (g.stride != w.ncols || u.stride != w.ncols)))
+    throw Error("internal error: linear_glu needs matching, packed g and u rows");
+  swiglu(r, *g.buf, *u.buf, uint64_t(n) * w.ncols, act);
+  r.barrier();
+  linear(r, w, g, y, n, acc);
+}
+
+void GpuOps::linear_norm(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, bool acc, const GpuTensor& norm_w,
+                         Rows out, uint32_t n, float eps, uint32_t check) const {
+  if (n == 1 && one_binding(w)) {
+    vk::MatvecNormTail t;
+    t.w = norm_w.buf;
+    t.out = *out.buf;
+    t.out_offset = out.offset;
+    t.eps = eps;
+    t.counter = counters_;
+    t.flag = non_finite_;
+    t.check = check;
+    vk::record_matvec_norm(r, matvec_args(w, x, y, acc), t);
+    return;
+  }
+  linear(r, w, x, y, n, acc);
+  r.barrier();
+  rms_norm(r, y, &norm_w, out, w.nrows, n, eps, check);
 }
 
 vk::GemmConfig GpuOps::gemm_for(GgmlType t) const {

@@ -7,6 +7,7 @@
 #include "engine/forward/gpu_weights.h"
 #include "engine/model/layer_spec.h"
 #include "engine/vulkan/vk_gemm.h"
+#include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe {
@@ -23,9 +24,11 @@ struct Rows {
 class GpuOps {
  public:
   // gemm_scratch: the int8 GEMM path's activation scratch; non_finite: the
-  // flag norms lower when their input is not finite (both in Activations).
-  GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, const vk::Buffer& non_finite, vk::GemmConfig gemm = {})
-      : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), gemm_(gemm) {}
+  // flag norms lower when their input is not finite; counters: zeroed uints
+  // for fused kernels' last-workgroup counts (all in Activations).
+  GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, const vk::Buffer& non_finite, const vk::Buffer& counters,
+         vk::GemmConfig gemm = {})
+      : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), counters_(counters), gemm_(gemm) {}
   // The configured path for type t; a path the type lacks falls back to tiled.
   vk::GemmConfig gemm_for(GgmlType t) const;
   const vk::Buffer& gemm_scratch() const { return scratch_; }
@@ -33,6 +36,16 @@ class GpuOps {
 
   // y[t] (+)= W x[t] for t < n.
   void linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc = false) const;
+  // y[t] (+)= W act(g[t], u[t]) (SwiGLU, see swiglu): one fused dispatch for
+  // one token; for more, swiglu in place on g (stride = width), a barrier,
+  // then the product.
+  void linear_glu(vk::Recorder& r, const GpuTensor& w, Rows g, Rows u, FfnAct act, Rows y, uint32_t n,
+                  bool acc = false) const;
+  // y[t] (+)= W x[t], then out[t] = y[t] / rms(y[t]) * norm_w (as rms_norm,
+  // check included): one fused dispatch for one token; for more, the two with
+  // a barrier between.
+  void linear_norm(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, bool acc, const GpuTensor& norm_w, Rows out,
+                   uint32_t n, float eps, uint32_t check = 0) const;
   // y[t] = x[t] / rms(x[t]) * w   (w may be null: no scale); in place allowed.
   // check != 0: a non-finite x lowers the non-finite flag to check.
   void rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,
@@ -60,9 +73,14 @@ class GpuOps {
   void bias_rows(vk::Recorder& r, const BiasRows& a) const;
 
  private:
+  // The whole matrix in one binding (else linear splits it by rows).
+  bool one_binding(const GpuTensor& w) const;
+  vk::MatvecArgs matvec_args(const GpuTensor& w, Rows x, Rows y, bool acc) const;
+
   vk::Context& ctx_;
   const vk::Buffer& scratch_;
   const vk::Buffer& non_finite_;
+  const vk::Buffer& counters_;
   vk::GemmConfig gemm_;
 };
 

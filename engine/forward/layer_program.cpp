@@ -114,13 +114,17 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   mark_(r, "attention");
   if (spec.mla) expand_mla(r, il, n);
   const uint32_t O = c_.attn_out_dim();
-  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O), x, n, /*acc=*/true);
-  r.barrier();
+  const Rows attn_out(spec.mla ? a_.ao : a_.att, O);
+  const uint32_t check = non_finite_site::after_attention(il);
   if (spec.o_bias) {
+    ops_.linear(r, g.wo, attn_out, x, n, /*acc=*/true);
+    r.barrier();
     ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);
     r.barrier();
+    ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps, check);
+  } else {
+    ops_.linear_norm(r, g.wo, attn_out, x, /*acc=*/true, g.ffn_norm, xn, n, c_.norm_eps, check);
   }
-  ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps, non_finite_site::after_attention(il));
   r.barrier();
   mark_(r, "out proj + ffn norm");
 }
@@ -131,9 +135,7 @@ void LayerProgram::swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuT
   ops_.linear(r, gate, xn, Rows(a_.g, width), n);
   ops_.linear(r, up, xn, Rows(a_.u, width), n);
   r.barrier();
-  ops_.swiglu(r, a_.g, a_.u, uint64_t(n) * width, act);
-  r.barrier();
-  ops_.linear(r, down, Rows(a_.g, width), Rows(out, c_.n_embd), n, acc);
+  ops_.linear_glu(r, down, Rows(a_.g, width), Rows(a_.u, width), act, Rows(out, c_.n_embd), n, acc);
   r.barrier();
 }
 
@@ -260,7 +262,7 @@ void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& 
   const vk::Buffer& eids = expert_ids ? *expert_ids : ids;
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
   auto ids_mv = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
-                    const vk::Buffer& y, uint32_t y_stride) {
+                    const vk::Buffer& y, uint32_t y_stride, const vk::Buffer* glu_up = nullptr) {
     vk::MatvecIdsArgs a;
     a.type = wt.type();
     a.ncols = static_cast<uint32_t>(wt.in());
@@ -274,6 +276,10 @@ void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& 
     a.expert_stride = wt.expert_bytes();
     a.x_stride = x_stride;
     a.y_stride = y_stride;
+    if (glu_up) {
+      a.glu_up = *glu_up;
+      a.glu_act = lw.spec.act == FfnAct::OaiSwiGLU ? 1u : 0u;
+    }
     vk::record_matvec_ids(r, a);
   };
   ids_mv(lw.gate_exps, *w.gate, a_.xn, 0, a_.eg, F);
@@ -281,12 +287,15 @@ void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& 
   r.barrier();
   mark_(r, "experts gate+up");
   if (bias) {
+    // Biases go between the products and the activation.
     expert_biases(r, il, /*down=*/false, eids, 0, 1, nullptr, K);
     r.barrier();
+    ops_.swiglu(r, a_.eg, a_.eu, uint64_t(K) * F, lw.spec.act);
+    r.barrier();
+    ids_mv(lw.down_exps, *w.down, a_.eg, F, a_.eo, E);
+  } else {
+    ids_mv(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, &a_.eu);  // SwiGLU fused into the product's input
   }
-  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(K) * F, lw.spec.act);
-  r.barrier();
-  ids_mv(lw.down_exps, *w.down, a_.eg, F, a_.eo, E);
   r.barrier();
   if (bias) {
     expert_biases(r, il, /*down=*/true, eids, 0, 1, nullptr, K);

@@ -157,7 +157,8 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: matvec ") + what + " range exceeds 4 GiB");
 }
 
-void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const MatvecConfig& want) {
+void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const MatvecNormTail* tail,
+            MatvecConfig want) {
   const auto L = layout_of(a.type);
   if (!L) throw Error(std::string("no GPU matvec for weight type ") + type_name(a.type));
   if (const char* f = gpu_weight_type_missing_feature(rec.context().info(), a.type))
@@ -188,6 +189,19 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   check_range("weights", a.w, w_end);
   check_range("x", a.x, x_end * 4);
   check_range("y", a.y, y_end * 4);
+  const bool glu = a.glu_up.buffer != VK_NULL_HANDLE;
+  if (glu) {
+    check_range("glu_up", a.glu_up, x_end * 4);
+    if (a.glu_act > 1) throw Error("internal error: matvec glu_act " + std::to_string(a.glu_act));
+  }
+  if (tail) {
+    check_range("norm weights", tail->w, uint64_t(a.nrows) * 4);
+    check_range("norm output", tail->out, (uint64_t(tail->out_offset) + a.nrows) * 4);
+    check_range("counter", tail->counter, (uint64_t(tail->counter_index) + 1) * 4);
+    check_range("non-finite flag", tail->flag, 4);
+  }
+  // The fused variants exist on the f32-x path only.
+  if (glu || tail) want.quant_x = 0;
 
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
@@ -218,20 +232,38 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   push.y_offset = a.y_offset;
   push.accumulate = a.accumulate ? 1 : 0;
   push.row_blocks = row_blocks;
+  if (tail) {
+    push.tail_out_offset = tail->out_offset;
+    push.tail_counter = tail->counter_index;
+    push.tail_check = tail->check;
+    push.tail_eps = tail->eps;
+  }
   // The int8-x shader takes the shared x size (int32 words, multiple of 8) in place of SG/PF.
   const std::vector<uint32_t> spec =
       c.quant_x == 1 ? std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread, (a.ncols / 4 + 7) / 8 * 8}
                      : std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread,
-                                             static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0)};
-  const std::string variant = c.quant_x == 1 ? std::string("q8x_") + L->suffix : std::string(L->suffix);
+                                             static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0),
+                                             a.glu_act};
+  const std::string variant = std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? "norm_" : "") + L->suffix;
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;
     push.ids_offset = ids->ids_offset;
     push.x_stride = ids->x_stride;
     push.y_stride = ids->y_stride;
-    const Pipeline& p = ctx.pipeline("matvec_ids_" + variant, 4, sizeof(MatvecPush), spec);
-    rec.dispatch(p, {w_binding, a.x, a.y, ids->ids}, push, gx, n_items, gz);
+    const std::string name = "matvec_ids_" + variant;
+    if (glu)
+      rec.dispatch(ctx.pipeline(name, 5, sizeof(MatvecPush), spec), {w_binding, a.x, a.y, ids->ids, a.glu_up}, push,
+                   gx, n_items, gz);
+    else
+      rec.dispatch(ctx.pipeline(name, 4, sizeof(MatvecPush), spec), {w_binding, a.x, a.y, ids->ids}, push, gx,
+                   n_items, gz);
+  } else if (glu) {
+    rec.dispatch(ctx.pipeline("matvec_" + variant, 4, sizeof(MatvecPush), spec), {w_binding, a.x, a.y, a.glu_up}, push,
+                 gx, 1, gz);
+  } else if (tail) {
+    rec.dispatch(ctx.pipeline("matvec_" + variant, 7, sizeof(MatvecPush), spec),
+                 {w_binding, a.x, a.y, tail->w, tail->out, tail->counter, tail->flag}, push, gx, 1, gz);
   } else {
     const Pipeline& p = ctx.pipeline("matvec_" + variant, 3, sizeof(MatvecPush), spec);
     rec.dispatch(p, {w_binding, a.x, a.y}, push, gx, 1, gz);
@@ -240,8 +272,17 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
 
 }  // namespace
 
-void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg) { record(rec, a, nullptr, cfg); }
+void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg) {
+  record(rec, a, nullptr, nullptr, cfg);
+}
 
-void record_matvec_ids(Recorder& rec, const MatvecIdsArgs& a, const MatvecConfig& cfg) { record(rec, a, &a, cfg); }
+void record_matvec_norm(Recorder& rec, const MatvecArgs& a, const MatvecNormTail& tail, const MatvecConfig& cfg) {
+  if (a.glu_up.buffer != VK_NULL_HANDLE) throw Error("internal error: matvec with both a GLU input and a norm tail");
+  record(rec, a, nullptr, &tail, cfg);
+}
+
+void record_matvec_ids(Recorder& rec, const MatvecIdsArgs& a, const MatvecConfig& cfg) {
+  record(rec, a, &a, nullptr, cfg);
+}
 
 }  // namespace vkmoe::vk

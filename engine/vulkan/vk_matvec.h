@@ -43,6 +43,26 @@ struct MatvecArgs {
   BufferRange y;          // f32
   uint32_t y_offset = 0;
   bool accumulate = false;
+  // Fused SwiGLU: when glu_up is bound, the input is act(x[i], glu_up[i]) at
+  // the same offsets and strides (act as GpuOps::swiglu: 0 SiLU, 1 gpt-oss's).
+  BufferRange glu_up;
+  uint32_t glu_act = 0;
+};
+
+// Fused RMS norm of a single product's output (record_matvec only): once all
+// nrows of y are written, the dispatch's last workgroup writes
+// out[out_offset + i] = y[y_offset + i] / rms(y) * w[i]. counter[counter_index]
+// (a uint in device memory, 0 before the dispatch) counts finished
+// workgroups and is left at 0. A non-finite y lowers flag's uint to check
+// (check != 0), as the rms_norm kernel does.
+struct MatvecNormTail {
+  BufferRange w, out;
+  uint32_t out_offset = 0;
+  float eps = 0;
+  BufferRange counter;
+  uint32_t counter_index = 0;
+  BufferRange flag;
+  uint32_t check = 0;
 };
 
 // MoE variant: for j in [0, n_ids): e = ids[ids_offset + j] (int32); if
@@ -63,6 +83,8 @@ struct MatvecPush {
   uint32_t ncols, nrows, w_offset, x_offset, y_offset, accumulate;
   uint32_t row_blocks;  // workgroups along the rows
   uint32_t expert_stride, n_experts, ids_offset, x_stride, y_stride;
+  uint32_t tail_out_offset, tail_counter, tail_check;
+  float tail_eps;
 };
 
 // The configuration record_matvec* would use (after resolving the 0 fields).
@@ -72,6 +94,8 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
 // Record one dispatch. Throw Error for unsupported types, shapes or alignment.
 // No barrier is recorded: call rec.barrier() before reading y.
 void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg = {});
+// The product followed by the RMS norm of its output, in one dispatch (f32-x path).
+void record_matvec_norm(Recorder& rec, const MatvecArgs& a, const MatvecNormTail& tail, const MatvecConfig& cfg = {});
 void record_matvec_ids(Recorder& rec, const MatvecIdsArgs& a, const MatvecConfig& cfg = {});
 
 }  // namespace vkmoe::vk
