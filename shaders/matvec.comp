@@ -2,8 +2,8 @@
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x   for ggml-layout weight rows.
 // Compile-time: WTYPE (weight type, shaders/wtype.glsl), INDEXED (MoE expert variant),
 // GLU (the input is act(x, u) of a second vector u: a SwiGLU fused into the
-// product), TAIL_NORM (non-indexed: the dispatch's last workgroup also writes
-// the RMS-normed y, shaders/matvec_tail.glsl).
+// product), TAIL_NORM / TAIL_TOPK (non-indexed: the dispatch's last workgroup
+// also writes the RMS-normed y / routes the logits y, shaders/matvec_tail.glsl).
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2),
 // 2 = RPT rows per lane (1..8), 3 = subgroup reductions (1) or shared memory (0),
 // 4 = software-pipelined weight loads (1) or not (0), 5 = GLU activation
@@ -29,8 +29,12 @@
 #ifndef TAIL_NORM
 #define TAIL_NORM 0
 #endif
-#if TAIL_NORM && INDEXED
-#error "TAIL_NORM is for single matrices"
+#ifndef TAIL_TOPK
+#define TAIL_TOPK 0
+#endif
+#define TAIL (TAIL_NORM || TAIL_TOPK)
+#if TAIL && INDEXED
+#error "the fused tails are for single matrices"
 #endif
 
 #if WTYPE == WT_F32
@@ -119,7 +123,7 @@ layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
 layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
 #endif
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
-#if TAIL_NORM
+#if TAIL
 // The last workgroup reads rows other workgroups wrote.
 layout(set = 0, binding = 2) coherent buffer Y { float y[]; };
 #else
@@ -151,6 +155,8 @@ layout(push_constant) uniform Push {
   uint expert_stride, n_experts, ids_offset, x_stride, y_stride;
   uint tail_out_offset, tail_counter, tail_check;
   float tail_eps;
+  uint topk_k, topk_normalize, topk_gating, topk_has_bias, topk_n_group, topk_topk_group;
+  float topk_scale;
 } p;
 
 #include "dequant.glsl"
@@ -158,7 +164,7 @@ layout(push_constant) uniform Push {
 const uint MAX_WG = 256;
 const uint MAX_RPT = 8;
 shared float red[MAX_WG * MAX_RPT];
-#if TAIL_NORM
+#if TAIL
 #include "matvec_tail.glsl"
 #endif
 
@@ -595,7 +601,7 @@ void main() {
       }
     }
   }
-#if TAIL_NORM
-  norm_tail(ybase);
+#if TAIL
+  tail(ybase);
 #endif
 }

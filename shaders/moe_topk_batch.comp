@@ -1,18 +1,10 @@
 #version 450
-// Router top-k for a batch of tokens, one workgroup per token: cpu/moe_route.h's
-// route_topk (softmax / sigmoid / softmax over the selected, selection bias,
-// group-limited selection, renormalization, scale). NaN logits and scores
-// read as -inf; p(l) = exp(l - max), and exactly 1 where l == max, so rows of
-// -inf or with +inf still give finite weights.
-// Thread t owns experts t, t + WG, ... and keeps its best unchosen one; each
-// of the k rounds reduces the owners' bests (subgroup ops when SUBGROUP=1,
-// else a shared-memory tree) and only the winner's owner rescans.
+// Router top-k for a batch of tokens, one workgroup per token (shaders/moe_topk.glsl).
 #if SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
-layout(local_size_x_id = 0) in;
-layout(constant_id = 0) const uint WG = 256;  // power of two, n_expert <= 32 * WG
+layout(local_size_x_id = 0) in;  // power of two, 64..256, n_expert <= 32 * size
 layout(std430, binding = 0) readonly buffer L { float logits[]; };
 layout(std430, binding = 1) writeonly buffer I { int ids[]; };
 layout(std430, binding = 2) writeonly buffer W { float weights[]; };
@@ -21,171 +13,20 @@ layout(push_constant) uniform P {
   uint n_expert, k, logit_stride, normalize, gating, has_bias, n_group, topk_group;  // gating: Gating of moe_route.h
   float scale;
 } p;
-const uint SOFTMAX = 0, SIGMOID = 1, SOFTMAX_WEIGHT = 2;
 
-const uint NONE = 0xffffffffu;
-#define NEG_INF uintBitsToFloat(0xff800000u)
-shared float lv[1024];  // sanitized logits (n_expert <= 1024)
-shared float sv[1024];  // selection scores; written by e's owner only
-shared float pw[64];    // chosen experts' probs (SoftmaxWeight: logits) (k <= 64)
-shared float gs[64];    // group scores (n_group <= 64)
-shared bool keep[64];
-// Reduction scratch in two halves, alternated between calls so that one
-// barrier per call separates a call's reads from the next call's writes.
-shared float red_v[2 * WG];
-shared uint red_i[2 * WG];
-uint half_base = 0;
+#define TK_WG_MAX 256
+#define TK_N_EXPERT p.n_expert
+#define TK_K p.k
+#define TK_NORMALIZE p.normalize
+#define TK_GATING p.gating
+#define TK_HAS_BIAS p.has_bias
+#define TK_N_GROUP p.n_group
+#define TK_TOPK_GROUP p.topk_group
+#define TK_SCALE p.scale
+#define TK_LOGIT(i) logits[i]
+#define TK_BIAS(e) bias[e]
+#define TK_SET_ID(j, e) ids[gl_WorkGroupID.x * p.k + (j)] = int(e)
+#define TK_SET_WEIGHT(j, w) weights[gl_WorkGroupID.x * p.k + (j)] = (w)
+#include "moe_topk.glsl"
 
-bool better(float v, uint i, float ov, uint oi) { return v > ov || (v == ov && i < oi); }
-
-// The best (value, index) over the workgroup, in every invocation.
-void reduce_best(inout float v, inout uint i) {
-  const uint h = half_base;
-  half_base ^= WG;
-#if SUBGROUP
-  const float m = subgroupMax(v);
-  const uint mi = subgroupMin(v == m ? i : NONE);
-  if (subgroupElect()) { red_v[h + gl_SubgroupID] = m; red_i[h + gl_SubgroupID] = mi; }
-  barrier();
-  v = red_v[h];
-  i = red_i[h];
-  for (uint s = 1; s < gl_NumSubgroups; ++s)
-    if (better(red_v[h + s], red_i[h + s], v, i)) { v = red_v[h + s]; i = red_i[h + s]; }
-#else
-  const uint t = gl_LocalInvocationID.x;
-  red_v[h + t] = v;
-  red_i[h + t] = i;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (t < s && better(red_v[h + t + s], red_i[h + t + s], red_v[h + t], red_i[h + t])) {
-      red_v[h + t] = red_v[h + t + s];
-      red_i[h + t] = red_i[h + t + s];
-    }
-    barrier();
-  }
-  v = red_v[h];
-  i = red_i[h];
-#endif
-}
-
-// Sum (op 0) or max (op 1) over the workgroup, in every invocation; the
-// order of additions is fixed, so results are deterministic.
-float reduce_float(float v, uint op) {
-  const uint h = half_base;
-  half_base ^= WG;
-#if SUBGROUP
-  const float r = op == 0 ? subgroupAdd(v) : subgroupMax(v);
-  if (subgroupElect()) red_v[h + gl_SubgroupID] = r;
-  barrier();
-  float acc = red_v[h];
-  for (uint s = 1; s < gl_NumSubgroups; ++s) acc = op == 0 ? acc + red_v[h + s] : max(acc, red_v[h + s]);
-  return acc;
-#else
-  const uint t = gl_LocalInvocationID.x;
-  red_v[h + t] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (t < s) red_v[h + t] = op == 0 ? red_v[h + t] + red_v[h + t + s] : max(red_v[h + t], red_v[h + t + s]);
-    barrier();
-  }
-  return red_v[h];
-#endif
-}
-
-float prob(float l, float mx) { return l == mx ? 1.0 : exp(l - mx); }
-float no_nan(float x) { return isnan(x) ? NEG_INF : x; }
-// The unbiased prob of logit l (Softmax: unnormalized; SoftmaxWeight: l).
-float gate(float l, float mx) {
-  return p.gating == SOFTMAX ? prob(l, mx) : p.gating == SIGMOID ? 1.0 / (1.0 + exp(-l)) : l;
-}
-
-// This invocation's best expert not in `taken` (bit r: expert t + r*WG).
-void local_best(uint taken, out float bv, out uint bi) {
-  bv = NEG_INF;
-  bi = NONE;
-  uint r = 0;
-  for (uint e = gl_LocalInvocationID.x; e < p.n_expert; e += WG, ++r)
-    if ((taken & (1u << r)) == 0u && better(sv[e], e, bv, bi)) { bv = sv[e]; bi = e; }
-}
-
-void main() {
-  const uint t = gl_LocalInvocationID.x, tok = gl_WorkGroupID.x;
-  const uint base = tok * p.logit_stride;
-  float mx = NEG_INF;
-  for (uint e = t; e < p.n_expert; e += WG) {
-    const float l = no_nan(logits[base + e]);
-    lv[e] = l;
-    mx = max(mx, l);
-  }
-  mx = reduce_float(mx, 1);
-  float sum = 0.0;
-  if (p.gating == SOFTMAX)
-    for (uint e = t; e < p.n_expert; e += WG) sum += prob(lv[e], mx);
-  sum = reduce_float(sum, 0);
-  // Selection scores: prob + bias, or (no bias nor groups) the logits, in the same order.
-  const bool values = p.has_bias != 0 || p.n_group > 1;
-  for (uint e = t; e < p.n_expert; e += WG) {
-    const float pr = p.gating == SOFTMAX ? prob(lv[e], mx) / sum : gate(lv[e], mx);
-    sv[e] = values ? no_nan(pr + (p.has_bias != 0 ? bias[e] : 0.0)) : lv[e];
-  }
-  if (p.n_group > 1) {  // keep the topk_group groups of the best sums of 2 best scores
-    barrier();
-    const uint per = p.n_expert / p.n_group;
-    if (t < p.n_group) {
-      float b1 = NEG_INF, b2 = NEG_INF;
-      for (uint e = t * per; e < (t + 1) * per; ++e) {
-        const float x = sv[e];
-        if (x > b1) { b2 = b1; b1 = x; } else if (x > b2) b2 = x;
-      }
-      gs[t] = per > 1 ? no_nan(b1 + b2) : b1;
-    }
-    barrier();
-    if (t < p.n_group) {
-      uint rank = 0;
-      for (uint o = 0; o < p.n_group; ++o) rank += better(gs[o], o, gs[t], t) ? 1 : 0;
-      keep[t] = rank < p.topk_group;
-    }
-    barrier();
-    for (uint e = t; e < p.n_expert; e += WG)
-      if (!keep[e / per]) sv[e] = NEG_INF;
-  }
-
-  uint taken = 0;
-  float bv;
-  uint bi;
-  local_best(taken, bv, bi);
-  for (uint j = 0; j < p.k; ++j) {
-    float v = bv;
-    uint i = bi;
-    reduce_best(v, i);  // k <= n_expert: i is a valid unchosen expert
-    if (i % WG == t) {
-      taken |= 1u << (i / WG);
-      local_best(taken, bv, bi);
-    }
-    if (t == 0) {
-      ids[tok * p.k + j] = int(i);
-      pw[j] = gate(lv[i], mx);
-    }
-  }
-  barrier();
-  // Weights as route_topk: Softmax divides by the sum over all experts, or
-  // max(sum over the k, clamp * that) when normalize.
-  const float clamp_sum = 6.103515625e-5;
-  float m = NEG_INF, sel = 0.0;
-  if (p.gating == SOFTMAX_WEIGHT)
-    for (uint j = 0; j < p.k; ++j) m = max(m, pw[j]);
-  for (uint j = 0; j < p.k; ++j) sel += p.gating == SOFTMAX_WEIGHT ? prob(pw[j], m) : pw[j];
-  float denom = p.gating == SOFTMAX ? sum : 1.0;
-  if (p.gating == SOFTMAX_WEIGHT && p.normalize != 0) {  // the softmax's own sum, as llama.cpp divides by it
-    float s2 = 0.0;
-    for (uint j = 0; j < p.k; ++j) s2 += prob(pw[j], m) / sel;
-    denom = max(s2, clamp_sum);
-  } else if (p.normalize != 0) {
-    denom = max(sel, clamp_sum * denom);
-  }
-  const float scale = p.scale != 0.0 ? p.scale : 1.0;
-  for (uint j = t; j < p.k; j += WG) {
-    const float w = p.gating == SOFTMAX_WEIGHT ? prob(pw[j], m) / sel : pw[j];
-    weights[tok * p.k + j] = w / denom * scale;
-  }
-}
+void main() { route_topk(gl_WorkGroupID.x * p.logit_stride); }

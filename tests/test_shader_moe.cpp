@@ -13,6 +13,8 @@
 #include <random>
 
 #include "cpu/moe_route.h"
+#include "cpu/quant.h"
+#include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_moe.h"
 
 #include "tests/vk_test_env.h"
@@ -213,6 +215,102 @@ TEST(ShaderMoe, TopkRouterVariantsMatchRouteTopk) {
                 }
               }
             }
+}
+
+// The router product fused with its top-k (record_matvec_topk, the resident
+// decode's router): for router weight types F32/F16/BF16/Q8_0 and the three
+// gatings (bias, groups, normalize, scale), two dispatches in one submission
+// sharing one counter. The logits must match the scalar product (1e-4 of
+// sum |w x| + 1e-5) and the routing must be route_topk's of those logits
+// (ids exact, weights within 1e-5 relative); inputs whose decision is within
+// 1e-5 of a tie are redrawn. The counter must be left at 0.
+TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  struct Case {
+    uint32_t n_expert, k;
+    RouterParams rp;
+    bool bias;
+  };
+  const Case cases[] = {{128, 8, {Gating::Softmax, true, 1.f}, false},
+                        {256, 8, {Gating::Sigmoid, true, 2.5f, 8, 4}, true},
+                        {64, 6, {Gating::SoftmaxWeight, true, 1.f}, false},
+                        {32, 4, {Gating::Softmax, false, 1.f}, false}};
+  const uint32_t ncols = 512;
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(type_name(t)) + " n_expert " + std::to_string(c.n_expert) + " gating " +
+                   std::to_string(int(c.rp.gating)));
+      const size_t rb = row_bytes(t, ncols);
+      std::vector<uint8_t> w(rb * c.n_expert);
+      const std::vector<float> wf = e.randn(size_t(ncols) * c.n_expert, 0.1f);
+      for (uint32_t r = 0; r < c.n_expert; ++r) quantize_row(t, &wf[size_t(r) * ncols], &w[r * rb], ncols);
+      const std::vector<float> bias = c.bias ? e.randn(c.n_expert, 0.5f) : std::vector<float>{};
+      // Two inputs whose decisions are clear of ties.
+      std::vector<float> x, logits_ref(2 * c.n_expert);
+      std::vector<double> mags(2 * c.n_expert);
+      for (uint32_t d = 0; d < 2; ++d) {
+        std::vector<float> xd;
+        do {
+          xd = e.randn(ncols, 1.f);
+          for (uint32_t r = 0; r < c.n_expert; ++r) {
+            logits_ref[d * c.n_expert + r] = dot_row_f32(t, &w[r * rb], xd.data(), ncols);
+            std::vector<float> deq(ncols);
+            dequantize_row(t, &w[r * rb], deq.data(), ncols);
+            double m = 0;
+            for (uint32_t i = 0; i < ncols; ++i) m += std::fabs(double(deq[i]) * xd[i]);
+            mags[d * c.n_expert + r] = m;
+          }
+        } while (decision_gap(&logits_ref[d * c.n_expert], c.bias ? bias.data() : nullptr, c.n_expert, c.k, c.rp) <
+                 1e-4);
+        x.insert(x.end(), xd.begin(), xd.end());
+      }
+      Buffer bw = e.buf(w), bx = e.buf(x), by = e.buf(std::vector<float>(2 * c.n_expert, kNaN)),
+             bi = e.buf(std::vector<int32_t>(2 * c.k, -7)), bwt = e.buf(std::vector<float>(2 * c.k, kNaN)),
+             bb = e.buf(c.bias ? bias : x), bc = e.buf(std::vector<uint32_t>(4, 0));
+      Recorder rec(*e.ctx);
+      rec.begin();
+      for (uint32_t d = 0; d < 2; ++d) {
+        MatvecArgs a;
+        a.type = t;
+        a.ncols = ncols;
+        a.nrows = c.n_expert;
+        a.w = bw;
+        a.x = bx;
+        a.x_offset = d * ncols;
+        a.y = BufferRange(by, d * c.n_expert * 4, c.n_expert * 4);
+        MatvecTopkTail tail;
+        tail.ids = bi;
+        tail.weights = bwt;
+        if (c.bias) tail.bias = bb;
+        tail.out_offset = d * c.k;
+        tail.k = c.k;
+        tail.router = c.rp;
+        tail.counter = bc;
+        tail.counter_index = 3;
+        ASSERT_TRUE(record_matvec_topk(rec, a, tail)) << "lavapipe has subgroup reductions";
+        rec.barrier();
+      }
+      rec.submit().wait();
+      const auto y = e.read<float>(by, 2 * c.n_expert);
+      const auto ids = e.read<int32_t>(bi, 2 * c.k);
+      const auto wts = e.read<float>(bwt, 2 * c.k);
+      EXPECT_EQ(e.read<uint32_t>(bc, 4), std::vector<uint32_t>(4, 0)) << "the counter must be left at 0";
+      for (uint32_t d = 0; d < 2; ++d) {
+        for (uint32_t r = 0; r < c.n_expert; ++r) {
+          const uint32_t q = d * c.n_expert + r;
+          ASSERT_NEAR(y[q], logits_ref[q], 1e-4 * mags[q] + 1e-5) << "dispatch " << d << " logit " << r;
+        }
+        std::vector<int> want_ids(c.k);
+        std::vector<float> want_w(c.k);
+        route_topk(&y[d * c.n_expert], c.bias ? bias.data() : nullptr, int(c.n_expert), int(c.k), c.rp,
+                   want_ids.data(), want_w.data());
+        for (uint32_t j = 0; j < c.k; ++j) {
+          ASSERT_EQ(ids[d * c.k + j], want_ids[j]) << "dispatch " << d << " rank " << j;
+          ASSERT_NEAR(wts[d * c.k + j], want_w[j], 1e-5 * std::fabs(want_w[j])) << "dispatch " << d << " rank " << j;
+        }
+      }
+    }
 }
 
 TEST(ShaderMoe, TopkRejectsUnsupportedShapes) {

@@ -118,6 +118,21 @@ void GpuOps::linear_norm(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, bo
   rms_norm(r, y, &norm_w, out, w.nrows, n, eps, check);
 }
 
+bool GpuOps::router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk) const {
+  if (tk.n_tokens != 1 || tk.n_expert != w.nrows || !one_binding(w)) return false;
+  vk::MatvecTopkTail t;
+  t.ids = tk.ids;
+  t.weights = tk.weights;
+  t.bias = tk.bias;
+  t.k = tk.k;
+  t.router = tk.router;
+  t.counter = counters_;
+  vk::MatvecArgs a = matvec_args(w, x, x, false);
+  a.y = tk.logits;
+  a.y_offset = 0;
+  return vk::record_matvec_topk(r, a, t);
+}
+
 vk::GemmConfig GpuOps::gemm_for(GgmlType t) const {
   if (gemm_.path == vk::GemmPath::Auto || vk::gemm_path_available(ctx_, gemm_.path, t)) return gemm_;
   return {vk::GemmPath::Tiled};

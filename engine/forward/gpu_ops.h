@@ -8,6 +8,7 @@
 #include "engine/model/layer_spec.h"
 #include "engine/vulkan/vk_gemm.h"
 #include "engine/vulkan/vk_matvec.h"
+#include "engine/vulkan/vk_moe.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe {
@@ -46,6 +47,10 @@ class GpuOps {
   // a barrier between.
   void linear_norm(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, bool acc, const GpuTensor& norm_w, Rows out,
                    uint32_t n, float eps, uint32_t check = 0) const;
+  // tk.logits = W x and their top-k (record_moe_topk's, one token) in one
+  // dispatch. Returns false, recording nothing, where the fused kernel does not
+  // apply (then record the two with a barrier between).
+  bool router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk) const;
   // y[t] = x[t] / rms(x[t]) * w   (w may be null: no scale); in place allowed.
   // check != 0: a non-finite x lowers the non-finite flag to check.
   void rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,

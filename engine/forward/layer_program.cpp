@@ -177,8 +177,6 @@ void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32
 bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const {
   const GpuLayer& g = g_.layers[il];
   const uint32_t E = c_.n_embd, K = c_.n_expert_used, N = c_.n_expert;
-  router(r, il, n);
-  r.barrier();
   vk::MoeTopkArgs tk;
   tk.logits = a_.rlog;
   tk.ids = a_.ids;
@@ -189,7 +187,12 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   tk.logit_stride = N;
   tk.router = c_.router;
   if (m_.layers()[il].spec.probs_bias) tk.bias = g.exp_probs_b.buf;
-  vk::record_moe_topk(r, tk);
+  // One token without a router bias: the product and its top-k in one dispatch.
+  if (m_.layers()[il].spec.router_bias || !ops_.router_topk(r, g.router, Rows(a_.xn, E), tk)) {
+    router(r, il, n);
+    r.barrier();
+    vk::record_moe_topk(r, tk);
+  }
   r.barrier();
   mark_(r, "router + top-k");
   const ExpertBuffers w{&g.gate_exps.buf, &g.up_exps.buf, &g.down_exps.buf, N};

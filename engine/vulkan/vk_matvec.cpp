@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/vulkan/vk_moe.h"
 #include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
@@ -157,8 +158,16 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: matvec ") + what + " range exceeds 4 GiB");
 }
 
-void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const MatvecNormTail* tail,
-            MatvecConfig want) {
+// A fused tail (shaders/matvec_tail.glsl): its variant prefix, bindings 3..6
+// (5: the counter) and push fields.
+struct Tail {
+  const char* prefix;
+  BufferRange bindings[4];
+  MatvecPush push;  // the tail_* / topk_* fields
+};
+
+// Returns false (recording nothing) where a top-k tail does not fit the configuration.
+bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const Tail* tail, MatvecConfig want) {
   const auto L = layout_of(a.type);
   if (!L) throw Error(std::string("no GPU matvec for weight type ") + type_name(a.type));
   if (const char* f = gpu_weight_type_missing_feature(rec.context().info(), a.type))
@@ -170,7 +179,7 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     throw Error(std::string("internal error: matvec weights of type ") + type_name(a.type) + " must be " +
                 std::to_string(L->align) + "-byte aligned");
   const uint32_t n_items = ids ? ids->n_ids : 1;
-  if (n_items == 0) return;
+  if (n_items == 0) return true;
   const uint64_t row_bytes = uint64_t(a.ncols / L->qk) * L->block_bytes;
   const uint64_t matrix_bytes = row_bytes * a.nrows;
   uint64_t w_end = a.w_offset + matrix_bytes;
@@ -194,12 +203,7 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     check_range("glu_up", a.glu_up, x_end * 4);
     if (a.glu_act > 1) throw Error("internal error: matvec glu_act " + std::to_string(a.glu_act));
   }
-  if (tail) {
-    check_range("norm weights", tail->w, uint64_t(a.nrows) * 4);
-    check_range("norm output", tail->out, (uint64_t(tail->out_offset) + a.nrows) * 4);
-    check_range("counter", tail->counter, (uint64_t(tail->counter_index) + 1) * 4);
-    check_range("non-finite flag", tail->flag, 4);
-  }
+  if (tail) check_range("counter", tail->bindings[2], (uint64_t(tail->push.tail_counter) + 1) * 4);
   // The fused variants exist on the f32-x path only.
   if (glu || tail) want.quant_x = 0;
 
@@ -214,6 +218,8 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   if (a.type == GgmlType::MXFP4 && w_binding.offset % 4 == 0 && w_binding.range + 3 <= dev.max_storage_buffer_range)
     w_binding.range = (w_binding.range + 3) & ~uint64_t(3);
   const MatvecConfig c = matvec_config(dev, a.type, a.ncols, a.nrows, n_items, want);
+  // The top-k tail reduces with subgroup operations; each invocation owns at most 32 experts.
+  if (tail && tail->push.topk_k != 0 && (c.subgroup != 1 || a.nrows > 32 * c.workgroup)) return false;
   const uint32_t rows_per_wg = c.workgroup / c.threads_per_row * c.rows_per_thread;
   const uint32_t row_blocks = (a.nrows + rows_per_wg - 1) / rows_per_wg;
   uint32_t gx = row_blocks, gz = 1;
@@ -233,10 +239,18 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   push.accumulate = a.accumulate ? 1 : 0;
   push.row_blocks = row_blocks;
   if (tail) {
-    push.tail_out_offset = tail->out_offset;
-    push.tail_counter = tail->counter_index;
-    push.tail_check = tail->check;
-    push.tail_eps = tail->eps;
+    const MatvecPush& t = tail->push;
+    push.tail_out_offset = t.tail_out_offset;
+    push.tail_counter = t.tail_counter;
+    push.tail_check = t.tail_check;
+    push.tail_eps = t.tail_eps;
+    push.topk_k = t.topk_k;
+    push.topk_normalize = t.topk_normalize;
+    push.topk_gating = t.topk_gating;
+    push.topk_has_bias = t.topk_has_bias;
+    push.topk_n_group = t.topk_n_group;
+    push.topk_topk_group = t.topk_topk_group;
+    push.topk_scale = t.topk_scale;
   }
   // The int8-x shader takes the shared x size (int32 words, multiple of 8) in place of SG/PF.
   const std::vector<uint32_t> spec =
@@ -244,7 +258,7 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
                      : std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread,
                                              static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0),
                                              a.glu_act};
-  const std::string variant = std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? "norm_" : "") + L->suffix;
+  const std::string variant = std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? tail->prefix : "") + L->suffix;
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;
@@ -262,12 +276,14 @@ void record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     rec.dispatch(ctx.pipeline("matvec_" + variant, 4, sizeof(MatvecPush), spec), {w_binding, a.x, a.y, a.glu_up}, push,
                  gx, 1, gz);
   } else if (tail) {
+    const BufferRange* t = tail->bindings;
     rec.dispatch(ctx.pipeline("matvec_" + variant, 7, sizeof(MatvecPush), spec),
-                 {w_binding, a.x, a.y, tail->w, tail->out, tail->counter, tail->flag}, push, gx, 1, gz);
+                 {w_binding, a.x, a.y, t[0], t[1], t[2], t[3]}, push, gx, 1, gz);
   } else {
     const Pipeline& p = ctx.pipeline("matvec_" + variant, 3, sizeof(MatvecPush), spec);
     rec.dispatch(p, {w_binding, a.x, a.y}, push, gx, 1, gz);
   }
+  return true;
 }
 
 }  // namespace
@@ -277,8 +293,37 @@ void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg) 
 }
 
 void record_matvec_norm(Recorder& rec, const MatvecArgs& a, const MatvecNormTail& tail, const MatvecConfig& cfg) {
-  if (a.glu_up.buffer != VK_NULL_HANDLE) throw Error("internal error: matvec with both a GLU input and a norm tail");
-  record(rec, a, nullptr, &tail, cfg);
+  if (a.glu_up.buffer != VK_NULL_HANDLE) throw Error("internal error: matvec with both a GLU input and a tail");
+  check_range("norm weights", tail.w, uint64_t(a.nrows) * 4);
+  check_range("norm output", tail.out, (uint64_t(tail.out_offset) + a.nrows) * 4);
+  check_range("non-finite flag", tail.flag, 4);
+  Tail t{"norm_", {tail.w, tail.out, tail.counter, tail.flag}, {}};
+  t.push.tail_out_offset = tail.out_offset;
+  t.push.tail_counter = tail.counter_index;
+  t.push.tail_check = tail.check;
+  t.push.tail_eps = tail.eps;
+  record(rec, a, nullptr, &t, cfg);
+}
+
+bool record_matvec_topk(Recorder& rec, const MatvecArgs& a, const MatvecTopkTail& tail, const MatvecConfig& cfg) {
+  if (a.glu_up.buffer != VK_NULL_HANDLE) throw Error("internal error: matvec with both a GLU input and a tail");
+  check_topk_params(a.nrows, tail.k, tail.router);
+  check_range("ids", tail.ids, (uint64_t(tail.out_offset) + tail.k) * 4);
+  check_range("weights", tail.weights, (uint64_t(tail.out_offset) + tail.k) * 4);
+  const bool has_bias = tail.bias.buffer != VK_NULL_HANDLE;
+  if (has_bias) check_range("bias", tail.bias, uint64_t(a.nrows) * 4);
+  // Without bias its binding is unused: bind the ids in its place.
+  Tail t{"topk_", {tail.ids, tail.weights, tail.counter, has_bias ? tail.bias : tail.ids}, {}};
+  t.push.tail_out_offset = tail.out_offset;
+  t.push.tail_counter = tail.counter_index;
+  t.push.topk_k = tail.k;
+  t.push.topk_normalize = tail.router.normalize ? 1u : 0u;
+  t.push.topk_gating = static_cast<uint32_t>(tail.router.gating);
+  t.push.topk_has_bias = has_bias ? 1u : 0u;
+  t.push.topk_n_group = static_cast<uint32_t>(tail.router.n_group);
+  t.push.topk_topk_group = static_cast<uint32_t>(tail.router.topk_group);
+  t.push.topk_scale = tail.router.scale;
+  return record(rec, a, nullptr, &t, cfg);
 }
 
 void record_matvec_ids(Recorder& rec, const MatvecIdsArgs& a, const MatvecConfig& cfg) {

@@ -4,6 +4,7 @@
 // W rows are row_bytes(type, ncols) bytes (ggml blocks), x and y are f32.
 #include <cstdint>
 
+#include "cpu/moe_route.h"
 #include "cpu/quant.h"
 #include "engine/vulkan/vk_runtime.h"
 
@@ -78,13 +79,28 @@ struct MatvecIdsArgs : MatvecArgs {
   uint32_t x_stride = 0, y_stride = 0;  // floats; x_stride multiple of 4
 };
 
-// Push-constant block shared by both variants (must match matvec.comp).
+// Fused router top-k of a single product's output (record_matvec_topk): once
+// all nrows (= n_expert) logits of y are written, the dispatch's last
+// workgroup routes them as record_moe_topk does for one token: ids and
+// weights [out_offset + j] for j < k. counter as in MatvecNormTail.
+struct MatvecTopkTail {
+  BufferRange ids, weights;
+  BufferRange bias;  // n_expert floats, or empty: none
+  uint32_t out_offset = 0, k = 0;
+  RouterParams router;
+  BufferRange counter;
+  uint32_t counter_index = 0;
+};
+
+// Push-constant block shared by all variants (must match matvec.comp).
 struct MatvecPush {
   uint32_t ncols, nrows, w_offset, x_offset, y_offset, accumulate;
   uint32_t row_blocks;  // workgroups along the rows
   uint32_t expert_stride, n_experts, ids_offset, x_stride, y_stride;
   uint32_t tail_out_offset, tail_counter, tail_check;
   float tail_eps;
+  uint32_t topk_k, topk_normalize, topk_gating, topk_has_bias, topk_n_group, topk_topk_group;
+  float topk_scale;
 };
 
 // The configuration record_matvec* would use (after resolving the 0 fields).
@@ -96,6 +112,10 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
 void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg = {});
 // The product followed by the RMS norm of its output, in one dispatch (f32-x path).
 void record_matvec_norm(Recorder& rec, const MatvecArgs& a, const MatvecNormTail& tail, const MatvecConfig& cfg = {});
+// The router product and its top-k in one dispatch. Returns false, recording
+// nothing, where the fused kernel does not apply (its configuration lacks
+// subgroup reductions, or more than 32 experts per invocation).
+bool record_matvec_topk(Recorder& rec, const MatvecArgs& a, const MatvecTopkTail& tail, const MatvecConfig& cfg = {});
 void record_matvec_ids(Recorder& rec, const MatvecIdsArgs& a, const MatvecConfig& cfg = {});
 
 }  // namespace vkmoe::vk

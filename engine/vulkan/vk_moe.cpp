@@ -48,17 +48,21 @@ uint32_t pow2_ceil(uint32_t v) {
 
 }  // namespace
 
-void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
-  if (a.n_tokens == 0) return;
-  if (a.n_expert == 0 || a.n_expert > kMaxExperts || a.k == 0 || a.k > kMaxTopk || a.k > a.n_expert)
-    throw Error("moe_topk: unsupported n_expert " + std::to_string(a.n_expert) + " / k " + std::to_string(a.k) +
+void check_topk_params(uint32_t n_expert, uint32_t k, const RouterParams& rp) {
+  if (n_expert == 0 || n_expert > kMaxExperts || k == 0 || k > kMaxTopk || k > n_expert)
+    throw Error("moe_topk: unsupported n_expert " + std::to_string(n_expert) + " / k " + std::to_string(k) +
                 " (need 1 <= k <= min(n_expert, 64), n_expert <= 1024)");
-  if (a.logit_stride < a.n_expert) throw Error("internal error: moe_topk logit_stride < n_expert");
-  const RouterParams& rp = a.router;
-  if (rp.n_group < 1 || uint32_t(rp.n_group) > kMaxGroups || a.n_expert % rp.n_group != 0 || rp.topk_group < 1 ||
+  if (rp.n_group < 1 || uint32_t(rp.n_group) > kMaxGroups || n_expert % rp.n_group != 0 || rp.topk_group < 1 ||
       rp.topk_group > rp.n_group)
     throw Error("moe_topk: unsupported expert groups " + std::to_string(rp.n_group) + " / " +
                 std::to_string(rp.topk_group) + " (need n_group <= 64 dividing n_expert, 1 <= topk_group <= n_group)");
+}
+
+void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
+  if (a.n_tokens == 0) return;
+  check_topk_params(a.n_expert, a.k, a.router);
+  if (a.logit_stride < a.n_expert) throw Error("internal error: moe_topk logit_stride < n_expert");
+  const RouterParams& rp = a.router;
   const bool has_bias = a.bias.buffer != VK_NULL_HANDLE;
   if (has_bias) check_range("moe_topk", "bias", a.bias, uint64_t(a.n_expert) * 4);
   Context& ctx = rec.context();

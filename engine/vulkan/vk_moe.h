@@ -24,6 +24,9 @@ struct MoeTopkArgs {
   BufferRange bias;
 };
 void record_moe_topk(Recorder& rec, const MoeTopkArgs& a);
+// Throws Error unless the top-k kernels take these parameters
+// (1 <= k <= min(n_expert, 64), n_expert <= 1024, n_group <= 64 dividing n_expert).
+void check_topk_params(uint32_t n_expert, uint32_t k, const RouterParams& rp);
 
 // Builds the MoeTable of ids[n_tokens * k] (expert ids < n_expert) on the GPU.
 struct MoeGroupArgs {
