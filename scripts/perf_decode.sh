@@ -20,7 +20,7 @@ for step in "${@:-profile bench llama}"; do
       profile)
         for b in $bins; do
           echo "--- $b"
-          VKMOE_PROFILE=1 LD_LIBRARY_PATH=$PWD/$b/lib:$LD_LIBRARY_PATH $b/vkmoe bench -m $MODEL -p 16 -n 64 -r 1 \
+          VKMOE_PROFILE=1 LD_LIBRARY_PATH=$PWD/$b/lib:$LD_LIBRARY_PATH $b/vkmoe bench -m $MODEL -p 16 -n 64 -r 1 --expert-stats \
             --moe-mode resident 2>&1 | grep -v uploading
         done 2>&1 | tee -a "$OUT/profile.txt" ;;
       bench)

@@ -2,8 +2,8 @@
 // y[r] = (accumulate ? y[r] : 0) + W[r] . x   for ggml-layout weight rows.
 // Compile-time: WTYPE (weight type, shaders/wtype.glsl), INDEXED (MoE expert variant),
 // GLU (the input is act(x, u) of a second vector u: a SwiGLU fused into the
-// product), TAIL_NORM / TAIL_TOPK (non-indexed: the dispatch's last workgroup
-// also writes the RMS-normed y / routes the logits y, shaders/matvec_tail.glsl).
+// product), TAIL_TOPK (non-indexed: the dispatch's last workgroup also routes
+// the logits y, shaders/matvec_tail.glsl).
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2),
 // 2 = RPT rows per lane (1..8), 3 = subgroup reductions (1) or shared memory (0),
 // 4 = software-pipelined weight loads (1) or not (0), 5 = GLU activation
@@ -26,15 +26,11 @@
 #ifndef GLU
 #define GLU 0
 #endif
-#ifndef TAIL_NORM
-#define TAIL_NORM 0
-#endif
 #ifndef TAIL_TOPK
 #define TAIL_TOPK 0
 #endif
-#define TAIL (TAIL_NORM || TAIL_TOPK)
-#if TAIL && INDEXED
-#error "the fused tails are for single matrices"
+#if TAIL_TOPK && INDEXED
+#error "the top-k tail is for single matrices"
 #endif
 
 #if WTYPE == WT_F32
@@ -123,7 +119,7 @@ layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
 layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
 #endif
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
-#if TAIL
+#if TAIL_TOPK
 // The last workgroup reads rows other workgroups wrote.
 layout(set = 0, binding = 2) coherent buffer Y { float y[]; };
 #else
@@ -153,8 +149,7 @@ layout(push_constant) uniform Push {
   uint ncols, nrows, w_offset, x_offset, y_offset, accumulate;
   uint row_blocks;
   uint expert_stride, n_experts, ids_offset, x_stride, y_stride;
-  uint tail_out_offset, tail_counter, tail_check;
-  float tail_eps;
+  uint tail_out_offset, tail_counter;
   uint topk_k, topk_normalize, topk_gating, topk_has_bias, topk_n_group, topk_topk_group;
   float topk_scale;
 } p;
@@ -164,7 +159,7 @@ layout(push_constant) uniform Push {
 const uint MAX_WG = 256;
 const uint MAX_RPT = 8;
 shared float red[MAX_WG * MAX_RPT];
-#if TAIL
+#if TAIL_TOPK
 #include "matvec_tail.glsl"
 #endif
 
@@ -601,7 +596,7 @@ void main() {
       }
     }
   }
-#if TAIL
-  tail(ybase);
+#if TAIL_TOPK
+  if (last_workgroup()) route_topk(ybase);
 #endif
 }

@@ -35,10 +35,9 @@ function(vkmoe_matvec_variants PREFIX SRC)
     vkmoe_shader(${PREFIX}_${tname} ${SRC} WTYPE=${tid})
     vkmoe_shader(${ids_prefix}_${tname} ${SRC} WTYPE=${tid} INDEXED=1)
     if(PREFIX STREQUAL "matvec")
-      # Fused decode variants: SwiGLU on the input, RMS norm or router top-k of the output.
+      # Fused decode variants: SwiGLU on the input, router top-k of the output.
       vkmoe_shader(matvec_glu_${tname} ${SRC} WTYPE=${tid} GLU=1)
       vkmoe_shader(matvec_ids_glu_${tname} ${SRC} WTYPE=${tid} INDEXED=1 GLU=1)
-      vkmoe_shader(matvec_norm_${tname} ${SRC} WTYPE=${tid} TAIL_NORM=1)
       vkmoe_shader(matvec_topk_${tname} ${SRC} WTYPE=${tid} TAIL_TOPK=1)
     endif()
   endforeach()

@@ -99,25 +99,6 @@ void GpuOps::linear_glu(vk::Recorder& r, const GpuTensor& w, Rows g, Rows u, Ffn
   linear(r, w, g, y, n, acc);
 }
 
-void GpuOps::linear_norm(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, bool acc, const GpuTensor& norm_w,
-                         Rows out, uint32_t n, float eps, uint32_t check) const {
-  if (n == 1 && one_binding(w)) {
-    vk::MatvecNormTail t;
-    t.w = norm_w.buf;
-    t.out = *out.buf;
-    t.out_offset = out.offset;
-    t.eps = eps;
-    t.counter = counters_;
-    t.flag = non_finite_;
-    t.check = check;
-    vk::record_matvec_norm(r, matvec_args(w, x, y, acc), t);
-    return;
-  }
-  linear(r, w, x, y, n, acc);
-  r.barrier();
-  rms_norm(r, y, &norm_w, out, w.nrows, n, eps, check);
-}
-
 bool GpuOps::router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk) const {
   if (tk.n_tokens != 1 || tk.n_expert != w.nrows || !one_binding(w)) return false;
   vk::MatvecTopkTail t;

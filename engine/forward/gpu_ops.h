@@ -26,7 +26,7 @@ class GpuOps {
  public:
   // gemm_scratch: the int8 GEMM path's activation scratch; non_finite: the
   // flag norms lower when their input is not finite; counters: zeroed uints
-  // for fused kernels' last-workgroup counts (all in Activations).
+  // for the fused router's last-workgroup counts (all in Activations).
   GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, const vk::Buffer& non_finite, const vk::Buffer& counters,
          vk::GemmConfig gemm = {})
       : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), counters_(counters), gemm_(gemm) {}
@@ -42,11 +42,6 @@ class GpuOps {
   // then the product.
   void linear_glu(vk::Recorder& r, const GpuTensor& w, Rows g, Rows u, FfnAct act, Rows y, uint32_t n,
                   bool acc = false) const;
-  // y[t] (+)= W x[t], then out[t] = y[t] / rms(y[t]) * norm_w (as rms_norm,
-  // check included): one fused dispatch for one token; for more, the two with
-  // a barrier between.
-  void linear_norm(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, bool acc, const GpuTensor& norm_w, Rows out,
-                   uint32_t n, float eps, uint32_t check = 0) const;
   // tk.logits = W x and their top-k (record_moe_topk's, one token) in one
   // dispatch. Returns false, recording nothing, where the fused kernel does not
   // apply (then record the two with a barrier between).

@@ -114,17 +114,13 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   mark_(r, "attention");
   if (spec.mla) expand_mla(r, il, n);
   const uint32_t O = c_.attn_out_dim();
-  const Rows attn_out(spec.mla ? a_.ao : a_.att, O);
-  const uint32_t check = non_finite_site::after_attention(il);
+  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O), x, n, /*acc=*/true);
+  r.barrier();
   if (spec.o_bias) {
-    ops_.linear(r, g.wo, attn_out, x, n, /*acc=*/true);
-    r.barrier();
     ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);
     r.barrier();
-    ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps, check);
-  } else {
-    ops_.linear_norm(r, g.wo, attn_out, x, /*acc=*/true, g.ffn_norm, xn, n, c_.norm_eps, check);
   }
+  ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps, non_finite_site::after_attention(il));
   r.barrier();
   mark_(r, "out proj + ffn norm");
 }

@@ -158,8 +158,8 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: matvec ") + what + " range exceeds 4 GiB");
 }
 
-// A fused tail (shaders/matvec_tail.glsl): its variant prefix, bindings 3..6
-// (5: the counter) and push fields.
+// The fused top-k tail (shaders/matvec_tail.glsl): its variant prefix,
+// bindings 3..6 (5: the counter) and push fields.
 struct Tail {
   const char* prefix;
   BufferRange bindings[4];
@@ -219,7 +219,7 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     w_binding.range = (w_binding.range + 3) & ~uint64_t(3);
   const MatvecConfig c = matvec_config(dev, a.type, a.ncols, a.nrows, n_items, want);
   // The top-k tail reduces with subgroup operations; each invocation owns at most 32 experts.
-  if (tail && tail->push.topk_k != 0 && (c.subgroup != 1 || a.nrows > 32 * c.workgroup)) return false;
+  if (tail && (c.subgroup != 1 || a.nrows > 32 * c.workgroup)) return false;
   const uint32_t rows_per_wg = c.workgroup / c.threads_per_row * c.rows_per_thread;
   const uint32_t row_blocks = (a.nrows + rows_per_wg - 1) / rows_per_wg;
   uint32_t gx = row_blocks, gz = 1;
@@ -242,8 +242,6 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     const MatvecPush& t = tail->push;
     push.tail_out_offset = t.tail_out_offset;
     push.tail_counter = t.tail_counter;
-    push.tail_check = t.tail_check;
-    push.tail_eps = t.tail_eps;
     push.topk_k = t.topk_k;
     push.topk_normalize = t.topk_normalize;
     push.topk_gating = t.topk_gating;
@@ -290,19 +288,6 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
 
 void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg) {
   record(rec, a, nullptr, nullptr, cfg);
-}
-
-void record_matvec_norm(Recorder& rec, const MatvecArgs& a, const MatvecNormTail& tail, const MatvecConfig& cfg) {
-  if (a.glu_up.buffer != VK_NULL_HANDLE) throw Error("internal error: matvec with both a GLU input and a tail");
-  check_range("norm weights", tail.w, uint64_t(a.nrows) * 4);
-  check_range("norm output", tail.out, (uint64_t(tail.out_offset) + a.nrows) * 4);
-  check_range("non-finite flag", tail.flag, 4);
-  Tail t{"norm_", {tail.w, tail.out, tail.counter, tail.flag}, {}};
-  t.push.tail_out_offset = tail.out_offset;
-  t.push.tail_counter = tail.counter_index;
-  t.push.tail_check = tail.check;
-  t.push.tail_eps = tail.eps;
-  record(rec, a, nullptr, &t, cfg);
 }
 
 bool record_matvec_topk(Recorder& rec, const MatvecArgs& a, const MatvecTopkTail& tail, const MatvecConfig& cfg) {

@@ -50,22 +50,6 @@ struct MatvecArgs {
   uint32_t glu_act = 0;
 };
 
-// Fused RMS norm of a single product's output (record_matvec only): once all
-// nrows of y are written, the dispatch's last workgroup writes
-// out[out_offset + i] = y[y_offset + i] / rms(y) * w[i]. counter[counter_index]
-// (a uint in device memory, 0 before the dispatch) counts finished
-// workgroups and is left at 0. A non-finite y lowers flag's uint to check
-// (check != 0), as the rms_norm kernel does.
-struct MatvecNormTail {
-  BufferRange w, out;
-  uint32_t out_offset = 0;
-  float eps = 0;
-  BufferRange counter;
-  uint32_t counter_index = 0;
-  BufferRange flag;
-  uint32_t check = 0;
-};
-
 // MoE variant: for j in [0, n_ids): e = ids[ids_offset + j] (int32); if
 // 0 <= e < n_experts, y[y_offset + j*y_stride + r] (+)= W_e[r] . x[x_offset +
 // j*x_stride ..], with W_e at w_offset + e*expert_stride bytes; otherwise
@@ -82,7 +66,9 @@ struct MatvecIdsArgs : MatvecArgs {
 // Fused router top-k of a single product's output (record_matvec_topk): once
 // all nrows (= n_expert) logits of y are written, the dispatch's last
 // workgroup routes them as record_moe_topk does for one token: ids and
-// weights [out_offset + j] for j < k. counter as in MatvecNormTail.
+// weights [out_offset + j] for j < k. counter[counter_index] (a uint in
+// device memory, 0 before the dispatch) counts finished workgroups and is
+// left at 0.
 struct MatvecTopkTail {
   BufferRange ids, weights;
   BufferRange bias;  // n_expert floats, or empty: none
@@ -97,8 +83,7 @@ struct MatvecPush {
   uint32_t ncols, nrows, w_offset, x_offset, y_offset, accumulate;
   uint32_t row_blocks;  // workgroups along the rows
   uint32_t expert_stride, n_experts, ids_offset, x_stride, y_stride;
-  uint32_t tail_out_offset, tail_counter, tail_check;
-  float tail_eps;
+  uint32_t tail_out_offset, tail_counter;
   uint32_t topk_k, topk_normalize, topk_gating, topk_has_bias, topk_n_group, topk_topk_group;
   float topk_scale;
 };
@@ -110,8 +95,6 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
 // Record one dispatch. Throw Error for unsupported types, shapes or alignment.
 // No barrier is recorded: call rec.barrier() before reading y.
 void record_matvec(Recorder& rec, const MatvecArgs& a, const MatvecConfig& cfg = {});
-// The product followed by the RMS norm of its output, in one dispatch (f32-x path).
-void record_matvec_norm(Recorder& rec, const MatvecArgs& a, const MatvecNormTail& tail, const MatvecConfig& cfg = {});
 // The router product and its top-k in one dispatch. Returns false, recording
 // nothing, where the fused kernel does not apply (its configuration lacks
 // subgroup reductions, or more than 32 experts per invocation).
