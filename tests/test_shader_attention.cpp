@@ -232,6 +232,29 @@ std::pair<std::vector<float>, std::vector<float>> run_attention(Env& e, const Sh
 // order 1e-6 measured on lavapipe; 2e-5 leaves room for other devices' exp2.
 constexpr double kAttnTol = 2e-5;
 
+// rope_store of n_tokens rows of q (n_head heads) and k (n_head_kv) into
+// k_cache at pos0: dense rows of head_dim-wide heads, no norm (the q_norm and
+// k_norm bindings are placeholders), no values unless the caller sets v and v_cache.
+RopeStoreArgs rope_store_args(const Buffer& q, const Buffer& k, const Buffer& k_cache, uint32_t n_tokens,
+                              uint32_t pos0, uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,
+                              const RopeParams& rp, KvType kv_type) {
+  RopeStoreArgs a;
+  a.q = q;
+  a.k = k;
+  a.q_norm = a.k_norm = q;
+  a.k_cache = k_cache;
+  a.q_stride = n_head * head_dim;
+  a.kv_stride = n_head_kv * head_dim;
+  a.n_tokens = n_tokens;
+  a.pos0 = pos0;
+  a.head_dim = head_dim;
+  a.n_head = n_head;
+  a.n_head_kv = n_head_kv;
+  a.rope = rp;
+  a.kv_type = kv_type;
+  return a;
+}
+
 }  // namespace
 
 TEST(ShaderAttention, FlashMatchesReferenceOverShapesAndCacheTypes) {
@@ -544,22 +567,9 @@ TEST(ShaderAttention, RopeStoreMatchesCpuRope) {
           const uint64_t cache_bytes = kv_cache_bytes(KvType::F32, pos0 + n_tokens, D, NKV);
           Buffer bkc = e.ctx->create_buffer(cache_bytes, MemoryKind::Upload, "test"),
                  bvc = e.ctx->create_buffer(cache_bytes, MemoryKind::Upload, "test");
-          RopeStoreArgs a;
-          a.q = bq;
-          a.k = bk;
+          RopeStoreArgs a = rope_store_args(bq, bk, bkc, n_tokens, pos0, D, NH, NKV, rp, KvType::F32);
           a.v = bv;
-          a.q_norm = a.k_norm = bq;
-          a.k_cache = bkc;
           a.v_cache = bvc;
-          a.q_stride = Q;
-          a.kv_stride = KV;
-          a.n_tokens = n_tokens;
-          a.pos0 = pos0;
-          a.head_dim = D;
-          a.n_head = NH;
-          a.n_head_kv = NKV;
-          a.rope = rp;
-          a.kv_type = KvType::F32;
           e.record([&](Recorder& r) { record_rope_store(r, a); });
           const auto got_q = e.read<float>(bq, q.size());
           std::vector<float> got_k(k.size());
@@ -599,20 +609,7 @@ TEST(ShaderAttention, RopeStoreLatentRowsWithoutValues) {
     Buffer bq = e.buf(q), bk = e.buf(k);
     const uint64_t cache_bytes = kv_cache_bytes(kt, pos0 + n_tokens, D, NKV);
     Buffer bkc = e.ctx->create_buffer(cache_bytes, MemoryKind::Upload, "test");
-    RopeStoreArgs a;
-    a.q = bq;
-    a.k = bk;
-    a.q_norm = a.k_norm = bq;
-    a.k_cache = bkc;
-    a.q_stride = Q;
-    a.kv_stride = D;
-    a.n_tokens = n_tokens;
-    a.pos0 = pos0;
-    a.head_dim = D;
-    a.n_head = NH;
-    a.n_head_kv = NKV;
-    a.rope = rp;
-    a.kv_type = kt;
+    const RopeStoreArgs a = rope_store_args(bq, bk, bkc, n_tokens, pos0, D, NH, NKV, rp, kt);
     e.record([&](Recorder& r) { record_rope_store(r, a); });
     const auto got_q = e.read<float>(bq, q.size());
     const auto cache = e.read_cache(bkc, size_t(pos0 + n_tokens) * D, kt, D, NKV);

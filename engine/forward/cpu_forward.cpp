@@ -41,6 +41,11 @@ CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_thr
                    to_f32(l.kv_a_norm)});
   }
   output_norm_ = to_f32(model.output_norm);
+  if (c_.is_mla()) {
+    mla_qh_.resize(size_t(c_.n_head) * c_.mla.head_k);
+    mla_qa_.resize(c_.mla.q_lora);
+    mla_kva_.resize(c_.mla.kv_lora + c_.n_rot);
+  }
 }
 
 CpuForward::~CpuForward() = default;
@@ -165,14 +170,13 @@ void CpuForward::project_mla(int il, const float* xn, int p, float* qt, float* k
   const ModelConfig::Mla& m = c_.mla;
   const int R = c_.n_rot, D = c_.head_dim, nope = m.head_k - R;
   const RopeParams rp = c_.rope();
-  std::vector<float> qh(size_t(c_.n_head) * m.head_k), kva(m.kv_lora + R);
+  float *qh = mla_qh_.data(), *qa = mla_qa_.data(), *kva = mla_kva_.data();
   if (m.q_lora > 0) {
-    std::vector<float> qa(m.q_lora);
-    matvec(l.wq_a, xn, qa.data());
-    rms_norm(qa.data(), lf.q_a_norm.data(), qa.data(), m.q_lora, c_.norm_eps);
-    matvec(l.wq_b, qa.data(), qh.data());
+    matvec(l.wq_a, xn, qa);
+    rms_norm(qa, lf.q_a_norm.data(), qa, m.q_lora, c_.norm_eps);
+    matvec(l.wq_b, qa, qh);
   } else {
-    matvec(l.wq, xn, qh.data());
+    matvec(l.wq, xn, qh);
   }
   for (int h = 0; h < c_.n_head; ++h) {
     const float* src = &qh[size_t(h) * m.head_k];
@@ -181,9 +185,9 @@ void CpuForward::project_mla(int il, const float* xn, int p, float* qt, float* k
     matvec(l.wk_b, src, dst + R, h);
     rope(dst, D, p, rp);
   }
-  matvec(l.wkv_a, xn, kva.data());
-  std::copy(kva.begin() + m.kv_lora, kva.end(), kt);
-  rms_norm(kva.data(), lf.kv_a_norm.data(), kt + R, m.kv_lora, c_.norm_eps);
+  matvec(l.wkv_a, xn, kva);
+  std::copy(kva + m.kv_lora, kva + m.kv_lora + R, kt);
+  rms_norm(kva, lf.kv_a_norm.data(), kt + R, m.kv_lora, c_.norm_eps);
   rope(kt, D, p, rp);
 }
 

@@ -69,6 +69,9 @@ class CpuForward {
   std::vector<LayerF32> lf_;
   std::vector<float> output_norm_;
   std::vector<Route> routes_;
+  // project_mla's per-token scratch (sized once): all heads' queries, the
+  // q_lora bottleneck, the kv_a projection (latent + rope key).
+  std::vector<float> mla_qh_, mla_qa_, mla_kva_;
 };
 
 // Dequantizes a whole (small) tensor to floats.

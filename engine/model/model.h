@@ -38,6 +38,7 @@ struct ModelConfig {
   float yarn_beta_fast = 32.f, yarn_beta_slow = 1.f;
   int n_ctx_orig_yarn = 0;
   float yarn_log_mul = 0;  // rope.scaling.yarn_log_multiplier as stored (0.1 * mscale_all_dim); deepseek2 only
+  float rope_attn_factor = 1.f;  // rope.scaling.attn_factor as stored (folded into yarn_attn_factor)
   float norm_eps = 1e-6f;
   bool rope_neox = false;  // NeoX (half-split) rotation vs. adjacent pairs
   RouterParams router;     // how the top-k experts and their weights are chosen

@@ -19,7 +19,7 @@ void read_rope_scaling(const Hparams& h, ModelConfig& c) {
   if (factor == 0) factor = opt_float(h, "rope.scale_linear", 0.0, 0.0, 1e6);
   c.rope_freq_scale = factor == 0 ? 1.f : 1.f / factor;
   c.n_ctx_orig_yarn = h.opt_int("rope.scaling.original_context_length", c.n_ctx_train);
-  const float attn = opt_float(h, "rope.scaling.attn_factor", 1.0, 1e-6, 1e6);
+  c.rope_attn_factor = opt_float(h, "rope.scaling.attn_factor", 1.0, 1e-6, 1e6);
   if (type == "none") {
     c.rope_freq_scale = 1.f;
   } else if (type == "yarn") {
@@ -36,7 +36,7 @@ void read_rope_scaling(const Hparams& h, ModelConfig& c) {
   } else if (type != "linear") {
     h.fail("rope scaling '" + printable(type) + "' is not supported (none, linear, yarn)");
   }
-  c.yarn_attn_factor *= attn;
+  c.yarn_attn_factor *= c.rope_attn_factor;
 }
 
 void write_yarn(const ModelConfig& c, float factor, int n_ctx_orig, GgufWriter& w) {

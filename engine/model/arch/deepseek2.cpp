@@ -18,10 +18,9 @@ namespace {
 // rotation keeps the magnitude rope.scaling.attn_factor; the logits are scaled
 // by mscale^2 / sqrt(head_k), mscale = (the rotation's magnitude) * (1 + log_mul
 // ln f), log_mul being the file's yarn_log_multiplier (0.1 * mscale_all_dim).
-void yarn_scaling(const Hparams& h, ModelConfig& c) {
-  const float attn = float(h.file().get_float_or(h.arch() + ".rope.scaling.attn_factor", 1.0));
+void yarn_scaling(ModelConfig& c) {
   const float ln_f = std::log(1.0f / c.rope_freq_scale);
-  if (c.yarn_ext_factor != 0 && c.yarn_log_mul != 0) c.yarn_attn_factor = attn / (1.0f + 0.1f * ln_f);
+  if (c.yarn_ext_factor != 0 && c.yarn_log_mul != 0) c.yarn_attn_factor = c.rope_attn_factor / (1.0f + 0.1f * ln_f);
   const float attn_org = c.yarn_attn_factor * (1.0f + 0.1f * ln_f);
   const float mscale = attn_org * (1.0f + c.yarn_log_mul * ln_f);
   c.kq_scale = mscale * mscale / std::sqrt(float(c.mla.head_k));
@@ -54,7 +53,7 @@ void configure(const Hparams& h, ModelConfig& c) {
   const bool glm_lite = (c.n_layer == 47 || c.n_layer == 48) && embd && embd->ne.size() > 1 && embd->ne[1] == 154880;
   read_router(h, c, glm_lite ? Gating::Sigmoid : Gating::Softmax, /*normalize=*/false);
   c.probs_bias = h.has_tensor("blk." + std::to_string(c.n_layer_dense_lead) + ".exp_probs_b.bias");
-  yarn_scaling(h, c);
+  yarn_scaling(c);
 }
 
 LayerSpec layer(const ModelConfig& c, int il) {
