@@ -33,20 +33,38 @@ constexpr uint32_t kNone = 0xFFFFFFFFu;
 
 }  // namespace
 
+// Rows with and without weights, at workgroup sizes 64..1024, on the 16-byte
+// path (n, offsets and stride multiples of 4: n 300 and 2048, one row longer
+// than a load batch of 4 x 64 words) and the scalar one (n 302, and n 300 at odd offsets).
 TEST(ShaderTrunk, RmsNormRowsWithAndWithoutWeights) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  const uint32_t n = 300, rows = 3;
-  auto x = e.randn(n * rows, 3.f), w = e.randn(n);
-  for (uint32_t has_w : {0u, 1u}) {
-    Buffer bx = e.buf(x), bw = e.buf(w), by = e.buf(std::vector<float>(n * rows, NAN));
-    Buffer flag = e.buf(std::vector<uint32_t>{kNone});
-    e.run("rms_norm", {bx, bw, by, flag}, RmsNormPush{n, 0, 0, 0, n, has_w, 1e-6f, 7}, rows);
-    std::vector<float> want(n * rows);
-    for (uint32_t r = 0; r < rows; ++r) rms_norm(&x[r * n], has_w ? w.data() : nullptr, &want[r * n], n, 1e-6f);
-    expect_close(e.read(by, n * rows), want, 1e-5, "rms_norm");
-    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone) << "finite input flagged";
-  }
+  const uint32_t rows = 3;
+  struct Case {
+    uint32_t n, x_off, w_off, y_off;
+  };
+  for (uint32_t wg : {64u, 256u, 1024u})
+    for (Case c : {Case{300, 0, 0, 0}, Case{2048, 4, 8, 0}, Case{302, 0, 0, 0}, Case{300, 1, 3, 2}}) {
+      if (wg > e.ctx->info().max_workgroup_invocations) continue;
+      SCOPED_TRACE("wg " + std::to_string(wg) + " n " + std::to_string(c.n) + " offsets " + std::to_string(c.x_off));
+      const uint32_t n = c.n, stride = n + 4;
+      auto x = e.randn(c.x_off + stride * rows, 3.f), w = e.randn(c.w_off + n);
+      const vk::Pipeline& p = e.ctx->pipeline("rms_norm", 4, sizeof(RmsNormPush), {wg});
+      for (uint32_t has_w : {0u, 1u}) {
+        Buffer bx = e.buf(x), bw = e.buf(w), by = e.buf(std::vector<float>(c.y_off + stride * rows, NAN));
+        Buffer flag = e.buf(std::vector<uint32_t>{kNone});
+        e.record([&](vk::Recorder& r) {
+          r.dispatch(p, {bx, bw, by, flag}, RmsNormPush{n, c.x_off, c.w_off, c.y_off, stride, has_w, 1e-6f, 7}, rows);
+        });
+        const auto y = e.read(by, c.y_off + stride * rows);
+        for (uint32_t r = 0; r < rows; ++r) {
+          std::vector<float> want(n), got(y.begin() + c.y_off + r * stride, y.begin() + c.y_off + r * stride + n);
+          rms_norm(&x[c.x_off + r * stride], has_w ? &w[c.w_off] : nullptr, want.data(), n, 1e-6f);
+          expect_close(got, want, 1e-5, "rms_norm");
+        }
+        EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone) << "finite input flagged";
+      }
+    }
 }
 
 // A NaN or Inf in any row lowers the flag to the dispatch's check code (the
@@ -103,22 +121,32 @@ TEST(ShaderTrunk, AxpyModesAndSwiglu) {
   expect_close(e.read(bg, n), want, 1e-5, "swiglu");
 }
 
+// The decode's combine + next norm, one workgroup: its sizes 64..1024 (the
+// engine picks one per 4 values), the 16-byte path (n % 4 == 0) and the
+// scalar one, more items than one load batch (8).
 TEST(ShaderTrunk, MoeCombineThenNorm) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  const uint32_t n = 2048, items = 8;
-  auto y = e.randn(n * items), w = e.randn(items), x = e.randn(n), nw = e.randn(n);
-  Buffer by = e.buf(y), bw = e.buf(w), bx = e.buf(x), bnw = e.buf(nw), bxn = e.buf(std::vector<float>(n, NAN));
-  Buffer flag = e.buf(std::vector<uint32_t>{kNone});
-  e.run("moe_combine_norm", {by, bw, bx, bnw, bxn, flag}, CombineNormPush{n, items, 1e-6f, 3}, 1);
-  EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone);
-  auto want_x = x;
-  for (uint32_t j = 0; j < items; ++j)
-    for (uint32_t i = 0; i < n; ++i) want_x[i] += w[j] * y[j * n + i];
-  std::vector<float> want_xn(n);
-  rms_norm(want_x.data(), nw.data(), want_xn.data(), n, 1e-6f);
-  expect_close(e.read(bx, n), want_x, 1e-5, "x");
-  expect_close(e.read(bxn, n), want_xn, 1e-5, "xn");
+  for (uint32_t wg : {64u, 256u, 1024u})
+    for (auto [n, items] : {std::pair<uint32_t, uint32_t>{2048, 8}, {302, 11}, {1000, 3}}) {
+      if (wg > e.ctx->info().max_workgroup_invocations) continue;
+      SCOPED_TRACE("wg " + std::to_string(wg) + " n " + std::to_string(n) + " items " + std::to_string(items));
+      auto y = e.randn(n * items), w = e.randn(items), x = e.randn(n), nw = e.randn(n);
+      Buffer by = e.buf(y), bw = e.buf(w), bx = e.buf(x), bnw = e.buf(nw), bxn = e.buf(std::vector<float>(n, NAN));
+      Buffer flag = e.buf(std::vector<uint32_t>{kNone});
+      const vk::Pipeline& p = e.ctx->pipeline("moe_combine_norm", 6, sizeof(CombineNormPush), {wg});
+      e.record([&](vk::Recorder& r) {
+        r.dispatch(p, {by, bw, bx, bnw, bxn, flag}, CombineNormPush{n, items, 1e-6f, 3}, 1);
+      });
+      EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone);
+      auto want_x = x;
+      for (uint32_t j = 0; j < items; ++j)
+        for (uint32_t i = 0; i < n; ++i) want_x[i] += w[j] * y[j * n + i];
+      std::vector<float> want_xn(n);
+      rms_norm(want_x.data(), nw.data(), want_xn.data(), n, 1e-6f);
+      expect_close(e.read(bx, n), want_x, 1e-5, "x");
+      expect_close(e.read(bxn, n), want_xn, 1e-5, "xn");
+    }
 }
 
 TEST(ShaderTrunk, AddRowsScalesAndBroadcasts) {
