@@ -21,18 +21,7 @@ layout(std430, binding = 3) readonly buffer NW4 { vec4 norm_w4[]; };
 layout(std430, binding = 4) writeonly buffer XN4 { vec4 xn4[]; };
 layout(push_constant) uniform P { uint n, items; float eps; uint check; } p;
 const uint BATCH = 8;
-shared float red[WG];
-
-float wg_sum(float v) {
-  const uint t = gl_LocalInvocationID.x;
-  red[t] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (t < s) red[t] += red[t + s];
-    barrier();
-  }
-  return red[0];
-}
+#include "reduce.glsl"
 
 void main() {
   const uint t = gl_LocalInvocationID.x;

@@ -25,18 +25,7 @@ layout(push_constant) uniform P {
   uint check;
 } p;
 const uint BATCH = 4;
-shared float red[WG];
-
-float wg_sum(float v) {
-  const uint t = gl_LocalInvocationID.x;
-  red[t] = v;
-  barrier();
-  for (uint s = WG / 2; s > 0; s >>= 1) {
-    if (t < s) red[t] += red[t + s];
-    barrier();
-  }
-  return red[0];
-}
+#include "reduce.glsl"
 
 void main() {
   const uint row = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;

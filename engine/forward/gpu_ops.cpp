@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <numeric>
 
-
 namespace vkmoe {
 namespace {
 
@@ -114,6 +113,12 @@ bool GpuOps::router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::
   return vk::record_matvec_topk(r, a, t);
 }
 
+uint32_t GpuOps::lone_row_workgroup(uint32_t width) const {
+  uint32_t wg = 64;
+  while (wg < 1024 && wg * 4 < width && wg * 2 <= ctx_.info().max_workgroup_invocations) wg *= 2;
+  return wg;
+}
+
 vk::GemmConfig GpuOps::gemm_for(GgmlType t) const {
   if (gemm_.path == vk::GemmPath::Auto || vk::gemm_path_available(ctx_, gemm_.path, t)) return gemm_;
   return {vk::GemmPath::Tiled};
@@ -122,12 +127,7 @@ vk::GemmConfig GpuOps::gemm_for(GgmlType t) const {
 void GpuOps::rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,
                       uint32_t check) const {
   if (x.stride != y.stride && n > 1) throw Error("rms_norm: input and output rows differ in stride");
-  // A lone row (decode) gets an invocation per 4 values, up to 1024; a batch 256 per row.
-  uint32_t wg = 256;
-  if (n == 1) {
-    wg = 64;
-    while (wg < 1024 && wg * 4 < width && wg * 2 <= ctx_.info().max_workgroup_invocations) wg *= 2;
-  }
+  const uint32_t wg = n == 1 ? lone_row_workgroup(width) : 256;
   const auto& p = ctx_.pipeline("rms_norm", 4, sizeof(RmsNormPush), {wg});
   RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps, check};
   r.dispatch(p, {*x.buf, w ? vk::BufferRange(w->buf) : vk::BufferRange(*x.buf), *y.buf, non_finite_}, pc, n);

@@ -46,6 +46,10 @@ class GpuOps {
   // dispatch. Returns false, recording nothing, where the fused kernel does not
   // apply (then record the two with a barrier between).
   bool router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk) const;
+  // Workgroup size for a row of width values that one workgroup reduces alone
+  // (a decode norm): an invocation per 4 values, 64 to 1024 within the
+  // device's limit, as such a step's time is its load latency.
+  uint32_t lone_row_workgroup(uint32_t width) const;
   // y[t] = x[t] / rms(x[t]) * w   (w may be null: no scale); in place allowed.
   // check != 0: a non-finite x lowers the non-finite flag to check.
   void rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,

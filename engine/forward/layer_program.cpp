@@ -207,10 +207,8 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   }
   experts_decode(r, il, w, a_.ids);
   if (next_norm && m_.layers()[il].spec.shared == SharedExpert::None) {
-    // One workgroup with an invocation per 4 values (64 to 1024, within the device's limit).
-    uint32_t wg = 64;
-    while (wg < 1024 && wg * 4 < E && wg * 2 <= ops_.ctx().info().max_workgroup_invocations) wg *= 2;
-    const auto& cp = ops_.ctx().pipeline("moe_combine_norm", 6, sizeof(CombineNormPush), {wg});
+    const auto& cp =
+        ops_.ctx().pipeline("moe_combine_norm", 6, sizeof(CombineNormPush), {ops_.lone_row_workgroup(E)});
     r.dispatch(cp, {a_.eo, a_.wts, a_.x, next_norm->buf, a_.xn, a_.non_finite},
                CombineNormPush{E, K, c_.norm_eps, non_finite_site::layer_input(il + 1)}, 1);
     r.barrier();
