@@ -154,6 +154,44 @@ void check_matvec(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows,
   }
 }
 
+// Indexed-expert arguments: n_experts experts of ncols x nrows, stride bytes
+// apart from w_off in w, n_ids ids in ids, x and y items x_stride / y_stride floats apart.
+MatvecIdsArgs ids_args(GgmlType t, uint32_t ncols, uint32_t nrows, const Buffer& w, uint32_t w_off, uint64_t stride,
+                       uint32_t n_experts, const Buffer& ids, uint32_t n_ids, const Buffer& x, uint32_t x_stride,
+                       const Buffer& y, uint32_t y_stride) {
+  MatvecIdsArgs a;
+  a.type = t;
+  a.ncols = ncols;
+  a.nrows = nrows;
+  a.w = BufferRange(w);
+  a.w_offset = w_off;
+  a.x = BufferRange(x);
+  a.y = BufferRange(y);
+  a.ids = BufferRange(ids);
+  a.n_ids = n_ids;
+  a.n_experts = n_experts;
+  a.expert_stride = stride;
+  a.x_stride = x_stride;
+  a.y_stride = y_stride;
+  return a;
+}
+
+// Records a (record_matvec_ids with cfg, or record_matvec when single), waits, and returns y's n floats.
+std::vector<float> run_matvec(const MatvecIdsArgs& a, const Buffer& y, size_t n, bool single = false,
+                              const MatvecConfig& cfg = {}) {
+  Context& ctx = shared_context();
+  Recorder rec(ctx);
+  rec.begin();
+  if (single)
+    record_matvec(rec, a, cfg);
+  else
+    record_matvec_ids(rec, a, cfg);
+  rec.submit().wait();
+  std::vector<float> out(n);
+  ctx.read_buffer(y, 0, out.data(), n * 4);
+  return out;
+}
+
 class ShaderMatvec : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
@@ -251,30 +289,12 @@ TEST_P(ShaderMatvec, IndexedExperts) {
       ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
       ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
 
-      MatvecIdsArgs a;
-      a.type = t;
-      a.ncols = ncols;
-      a.nrows = nrows;
-      a.w = BufferRange(wb);
-      a.w_offset = w_off;
-      a.x = BufferRange(xb);
+      MatvecIdsArgs a = ids_args(t, ncols, nrows, wb, w_off, stride, n_experts, ib, n_ids, xb, x_stride, yb, y_stride);
       a.x_offset = x_off;
-      a.y = BufferRange(yb);
       a.y_offset = y_off;
       a.accumulate = accumulate;
-      a.ids = BufferRange(ib);
       a.ids_offset = ids_off;
-      a.n_ids = n_ids;
-      a.n_experts = n_experts;
-      a.expert_stride = stride;
-      a.x_stride = x_stride;
-      a.y_stride = y_stride;
-      Recorder rec(ctx);
-      rec.begin();
-      record_matvec_ids(rec, a, cfg);
-      rec.submit().wait();
-      std::vector<float> y(y0.size());
-      ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+      const std::vector<float> y = run_matvec(a, yb, y0.size(), false, cfg);
 
       std::vector<bool> written(y.size(), false);
       for (uint32_t j = 0; j < n_ids; ++j) {
@@ -336,7 +356,7 @@ TEST(ShaderMatvecAlign, OddExpertStrides) {
   ctx.write_buffer(ib, 0, ids.data(), ids.size() * 4);
   std::normal_distribution<float> nd(0.f, 1.f);
   const std::vector<MatvecConfig> cfgs = {MatvecConfig{}, {64, 8, 3, 0, 1}, {128, 16, 8, 1, 0}, {64, 4, 1, 1, 1}};
-  for (const auto [w_off, pad] : {std::pair<uint32_t, uint32_t>{33, 3}, {50, 1}, {7, 2}})
+  for (const auto& [w_off, pad] : {std::pair<uint32_t, uint32_t>{33, 3}, {50, 1}, {7, 2}})
     for (const MatvecConfig& cfg : cfgs) {
       const size_t stride = ebytes + pad;
       SCOPED_TRACE("w_off " + std::to_string(w_off) + " stride " + std::to_string(stride) + " " +
@@ -352,26 +372,9 @@ TEST(ShaderMatvecAlign, OddExpertStrides) {
       Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
       ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
       ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
-      MatvecIdsArgs a;
-      a.type = t;
-      a.ncols = ncols;
-      a.nrows = nrows;
-      a.w = BufferRange(wb);
-      a.w_offset = w_off;
-      a.x = BufferRange(xb);
-      a.y = BufferRange(yb);
-      a.ids = BufferRange(ib);
-      a.n_ids = n_ids;
-      a.n_experts = n_experts;
-      a.expert_stride = stride;
-      a.x_stride = x_stride;
-      a.y_stride = y_stride;
-      Recorder rec(ctx);
-      rec.begin();
-      record_matvec_ids(rec, a, cfg);
-      rec.submit().wait();
-      std::vector<float> y(y0.size());
-      ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+      const MatvecIdsArgs a =
+          ids_args(t, ncols, nrows, wb, w_off, stride, n_experts, ib, n_ids, xb, x_stride, yb, y_stride);
+      const std::vector<float> y = run_matvec(a, yb, y0.size(), false, cfg);
       for (uint32_t j = 0; j < n_ids; ++j)
         for (uint32_t r = 0; r < nrows; ++r) {
           const size_t yi = size_t(j) * y_stride + r;
@@ -423,32 +426,11 @@ TEST_P(ShaderMatvec, GluInput) {
       ctx.write_buffer(gb, 0, g.data(), g.size() * 4);
       ctx.write_buffer(ub, 0, u.data(), u.size() * 4);
       ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
-      MatvecIdsArgs a;
-      a.type = t;
-      a.ncols = ncols;
-      a.nrows = nrows;
-      a.w = BufferRange(wb);
-      a.x = BufferRange(gb);
+      MatvecIdsArgs a = ids_args(t, ncols, nrows, wb, 0, stride, n_experts, ib, n_items, gb, x_stride, yb, y_stride);
       a.x_offset = x_off;
-      a.y = BufferRange(yb);
       a.glu_up = BufferRange(ub);
       a.glu_act = act == GluAct::OaiSwiGLU ? 1 : 0;
-      Recorder rec(ctx);
-      rec.begin();
-      if (indexed) {
-        a.ids = BufferRange(ib);
-        a.n_ids = n_items;
-        a.n_experts = n_experts;
-        a.expert_stride = stride;
-        a.x_stride = x_stride;
-        a.y_stride = y_stride;
-        record_matvec_ids(rec, a);
-      } else {
-        record_matvec(rec, a);
-      }
-      rec.submit().wait();
-      std::vector<float> y(y0.size());
-      ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+      const std::vector<float> y = run_matvec(a, yb, y0.size(), /*single=*/!indexed);
       for (uint32_t j = 0; j < n_items; ++j) {
         const int e = indexed ? ids[j] : 0;
         std::vector<float> h(ncols);
