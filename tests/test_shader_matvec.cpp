@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -100,6 +101,18 @@ std::string config_name(const MatvecConfig& c) {
          " prefetch=" + std::to_string(c.prefetch) + " quant_x=" + std::to_string(c.quant_x);
 }
 
+// Records with `record`, waits, and returns y's first n floats.
+std::vector<float> run_and_read(const Buffer& y, size_t n, const std::function<void(Recorder&)>& record) {
+  Context& ctx = shared_context();
+  Recorder rec(ctx);
+  rec.begin();
+  record(rec);
+  rec.submit().wait();
+  std::vector<float> out(n);
+  ctx.read_buffer(y, 0, out.data(), n * 4);
+  return out;
+}
+
 // Runs one plain matvec at the given offsets and checks every row.
 void check_matvec(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, bool accumulate,
                   const MatvecConfig& cfg, uint32_t w_off = 48) {
@@ -132,12 +145,7 @@ void check_matvec(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows,
   a.y = BufferRange(yb);
   a.y_offset = y_off;
   a.accumulate = accumulate;
-  Recorder rec(ctx);
-  rec.begin();
-  record_matvec(rec, a, cfg);
-  rec.submit().wait();
-  std::vector<float> y(y0.size());
-  ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+  const std::vector<float> y = run_and_read(yb, y0.size(), [&](Recorder& r) { record_matvec(r, a, cfg); });
 
   for (uint32_t i = 0; i < y_off; ++i) ASSERT_EQ(y[i], y0[i]) << "y before the output was modified";
   for (uint32_t i = y_off + nrows; i < y.size(); ++i) ASSERT_EQ(y[i], y0[i]) << "y after the output was modified";
@@ -174,22 +182,6 @@ MatvecIdsArgs ids_args(GgmlType t, uint32_t ncols, uint32_t nrows, const Buffer&
   a.x_stride = x_stride;
   a.y_stride = y_stride;
   return a;
-}
-
-// Records a (record_matvec_ids with cfg, or record_matvec when single), waits, and returns y's n floats.
-std::vector<float> run_matvec(const MatvecIdsArgs& a, const Buffer& y, size_t n, bool single = false,
-                              const MatvecConfig& cfg = {}) {
-  Context& ctx = shared_context();
-  Recorder rec(ctx);
-  rec.begin();
-  if (single)
-    record_matvec(rec, a, cfg);
-  else
-    record_matvec_ids(rec, a, cfg);
-  rec.submit().wait();
-  std::vector<float> out(n);
-  ctx.read_buffer(y, 0, out.data(), n * 4);
-  return out;
 }
 
 class ShaderMatvec : public ::testing::TestWithParam<GgmlType> {
@@ -294,7 +286,7 @@ TEST_P(ShaderMatvec, IndexedExperts) {
       a.y_offset = y_off;
       a.accumulate = accumulate;
       a.ids_offset = ids_off;
-      const std::vector<float> y = run_matvec(a, yb, y0.size(), false, cfg);
+      const std::vector<float> y = run_and_read(yb, y0.size(), [&](Recorder& r) { record_matvec_ids(r, a, cfg); });
 
       std::vector<bool> written(y.size(), false);
       for (uint32_t j = 0; j < n_ids; ++j) {
@@ -374,7 +366,7 @@ TEST(ShaderMatvecAlign, OddExpertStrides) {
       ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
       const MatvecIdsArgs a =
           ids_args(t, ncols, nrows, wb, w_off, stride, n_experts, ib, n_ids, xb, x_stride, yb, y_stride);
-      const std::vector<float> y = run_matvec(a, yb, y0.size(), false, cfg);
+      const std::vector<float> y = run_and_read(yb, y0.size(), [&](Recorder& r) { record_matvec_ids(r, a, cfg); });
       for (uint32_t j = 0; j < n_ids; ++j)
         for (uint32_t r = 0; r < nrows; ++r) {
           const size_t yi = size_t(j) * y_stride + r;
@@ -430,7 +422,12 @@ TEST_P(ShaderMatvec, GluInput) {
       a.x_offset = x_off;
       a.glu_up = BufferRange(ub);
       a.glu_act = act == GluAct::OaiSwiGLU ? 1 : 0;
-      const std::vector<float> y = run_matvec(a, yb, y0.size(), /*single=*/!indexed);
+      const std::vector<float> y = run_and_read(yb, y0.size(), [&](Recorder& r) {
+        if (indexed)
+          record_matvec_ids(r, a);
+        else
+          record_matvec(r, a);
+      });
       for (uint32_t j = 0; j < n_items; ++j) {
         const int e = indexed ? ids[j] : 0;
         std::vector<float> h(ncols);

@@ -158,12 +158,11 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: matvec ") + what + " range exceeds 4 GiB");
 }
 
-// The fused top-k tail (shaders/matvec_tail.glsl): its variant prefix,
-// bindings 3..6 (5: the counter) and push fields.
+// The fused top-k tail (shaders/matvec_tail.glsl): bindings 3..6 (5: the
+// counter) and the push block with its tail_* / topk_* fields set.
 struct Tail {
-  const char* prefix;
   BufferRange bindings[4];
-  MatvecPush push;  // the tail_* / topk_* fields
+  MatvecPush push;
 };
 
 // Returns false (recording nothing) where a top-k tail does not fit the configuration.
@@ -230,7 +229,7 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   }
   if (n_items > dev.max_workgroup_count[1]) throw Error("internal error: matvec_ids with too many items");
 
-  MatvecPush push{};
+  MatvecPush push = tail ? tail->push : MatvecPush{};  // a tail's fields set, the rest below
   push.ncols = a.ncols;
   push.nrows = a.nrows;
   push.w_offset = static_cast<uint32_t>(a.w_offset);
@@ -238,25 +237,13 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   push.y_offset = a.y_offset;
   push.accumulate = a.accumulate ? 1 : 0;
   push.row_blocks = row_blocks;
-  if (tail) {
-    const MatvecPush& t = tail->push;
-    push.tail_out_offset = t.tail_out_offset;
-    push.tail_counter = t.tail_counter;
-    push.topk_k = t.topk_k;
-    push.topk_normalize = t.topk_normalize;
-    push.topk_gating = t.topk_gating;
-    push.topk_has_bias = t.topk_has_bias;
-    push.topk_n_group = t.topk_n_group;
-    push.topk_topk_group = t.topk_topk_group;
-    push.topk_scale = t.topk_scale;
-  }
   // The int8-x shader takes the shared x size (int32 words, multiple of 8) in place of SG/PF.
   const std::vector<uint32_t> spec =
       c.quant_x == 1 ? std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread, (a.ncols / 4 + 7) / 8 * 8}
                      : std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread,
                                              static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0),
                                              a.glu_act};
-  const std::string variant = std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? tail->prefix : "") + L->suffix;
+  const std::string variant = std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? "topk_" : "") + L->suffix;
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;
@@ -298,7 +285,7 @@ bool record_matvec_topk(Recorder& rec, const MatvecArgs& a, const MatvecTopkTail
   const bool has_bias = tail.bias.buffer != VK_NULL_HANDLE;
   if (has_bias) check_range("bias", tail.bias, uint64_t(a.nrows) * 4);
   // Without bias its binding is unused: bind the ids in its place.
-  Tail t{"topk_", {tail.ids, tail.weights, tail.counter, has_bias ? tail.bias : tail.ids}, {}};
+  Tail t{{tail.ids, tail.weights, tail.counter, has_bias ? tail.bias : tail.ids}, {}};
   t.push.tail_out_offset = tail.out_offset;
   t.push.tail_counter = tail.counter_index;
   t.push.topk_k = tail.k;
