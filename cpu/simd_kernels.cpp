@@ -279,6 +279,14 @@ HWY_INLINE float DotQ6_K(const BlockQ6_K* w, const BlockQ8_K* a, int64_t nb) {
 
 #include "cpu/simd_lowbit.inc"
 
+#undef VKMOE_BYTE_DOT  // defined once per target
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#include "cpu/simd_dot_x86.inc"
+#define VKMOE_BYTE_DOT(generic, bytes) bytes
+#else
+#define VKMOE_BYTE_DOT(generic, bytes) generic
+#endif
+
 HWY_INLINE float DotRowImpl(int kernel, const uint8_t* w, const void* xq, int64_t n) {
   const auto* a0 = static_cast<const BlockQ8_0*>(xq);
   const auto* ak = static_cast<const BlockQ8_K*>(xq);
@@ -287,13 +295,13 @@ HWY_INLINE float DotRowImpl(int kernel, const uint8_t* w, const void* xq, int64_
     case kF16: return DotF16(reinterpret_cast<const uint16_t*>(w), static_cast<const float*>(xq), n);
     case kBF16: return DotBF16(reinterpret_cast<const uint16_t*>(w), static_cast<const float*>(xq), n);
     case kQ8_0:
-      return DotQ8_0(reinterpret_cast<const BlockQ8_0*>(w), static_cast<const BlockQ8_0*>(xq), n / QK8_0);
+      return VKMOE_BYTE_DOT(DotQ8_0, DotQ8_0Bytes)(reinterpret_cast<const BlockQ8_0*>(w), a0, n / QK8_0);
     case kQ4_K:
-      return DotQ4_K(reinterpret_cast<const BlockQ4_K*>(w), static_cast<const BlockQ8_K*>(xq), n / QK_K);
+      return VKMOE_BYTE_DOT(DotQ4_K, DotK4Bytes<false>)(reinterpret_cast<const BlockQ4_K*>(w), ak, n / QK_K);
     case kQ5_K:
-      return DotQ5_K(reinterpret_cast<const BlockQ5_K*>(w), static_cast<const BlockQ8_K*>(xq), n / QK_K);
+      return VKMOE_BYTE_DOT(DotQ5_K, DotK4Bytes<true>)(reinterpret_cast<const BlockQ5_K*>(w), ak, n / QK_K);
     case kQ6_K:
-      return DotQ6_K(reinterpret_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(xq), n / QK_K);
+      return VKMOE_BYTE_DOT(DotQ6_K, DotQ6_KBytes)(reinterpret_cast<const BlockQ6_K*>(w), ak, n / QK_K);
     case kQ4_0: return DotQ32Q8<kQ4_0>(w, a0, n / 32);
     case kQ4_1: return DotQ32Q8<kQ4_1>(w, a0, n / 32);
     case kQ5_0: return DotQ32Q8<kQ5_0>(w, a0, n / 32);
