@@ -123,10 +123,9 @@ void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const f
   std::vector<size_t> hq_offset(n + 1, 0);
   for (int k = 0; k < n; ++k) hq_offset[k + 1] = hq_offset[k] + activation_bytes(experts[k].down_type, n_ff);
   std::vector<uint8_t> hq(hq_offset[n]);
-  pool.parallel_for(n, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k)
-      quantize_activation(experts[k].down_type, gate_out.data() + k * n_ff, hq.data() + hq_offset[k], n_ff);
-  });
+  // A few microseconds on one thread: cheaper than another parallel job.
+  for (int k = 0; k < n; ++k)
+    quantize_activation(experts[k].down_type, gate_out.data() + k * n_ff, hq.data() + hq_offset[k], n_ff);
 
   pool.parallel_for(n_embd, [&](int64_t begin, int64_t end) {
     std::vector<float> y(end - begin);

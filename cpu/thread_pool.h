@@ -1,5 +1,8 @@
 #pragma once
 // Persistent worker pool for data-parallel loops (matvec rows, experts).
+// Workers are pinned to CPUs when there are enough for all of them, and
+// between jobs they poll for a while before sleeping, so the back-to-back
+// jobs of a decoded token start without a wake-up (~10-50 us each).
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -32,15 +35,20 @@ class ThreadPool {
   void stop();  // stops and joins the workers
   void worker_loop();
   void run_chunks();
+  bool wait_for_job(uint64_t seen);  // false: stop
+
+  // How long idle workers and a waiting caller poll before blocking; 0 when
+  // the pool has more threads than CPUs (polling would steal their time).
+  int64_t poll_ns_ = 0;
 
   int n_threads_;
   std::vector<std::thread> workers_;
   std::mutex call_mu_;  // one parallel_for at a time
   std::mutex mu_;
   std::condition_variable wake_, done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-  int busy_workers_ = 0;
+  std::atomic<uint64_t> generation_{0};  // bumped under mu_ for each job
+  std::atomic<bool> stop_{false};
+  std::atomic<int> busy_workers_{0};
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   std::atomic<int64_t> next_{0};

@@ -37,7 +37,7 @@ for step in "$@"; do
     synth) [ -f $MODEL ] || $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL; ls -la $MODEL ;;
     bench)
       for args in "--moe-mode resident" "--vram-budget 12GiB" "--vram-budget 12GiB --predict-prefetch" \
-                  "--vram-budget 12GiB --predict-prefetch --cpu-q8" "--moe-mode cpu-moe"; do
+                  "--vram-budget 12GiB --predict-prefetch --cpu-f32" "--moe-mode cpu-moe"; do
         echo "--- vkmoe bench -m $MODEL -p 64 -n 64 $args"
         $B/vkmoe bench -m $MODEL -p 64 -n 64 -r 2 --expert-stats $args 2>&1 | tee -a "$OUT/bench_e2e.txt" | grep -v "^  layer"
       done ;;

@@ -214,6 +214,70 @@ void bm_prompt_layer(benchmark::State& state, bool batched, CpuActivations act, 
   state.SetLabel(simd_target_name());
 }
 
+// The host's read bandwidth: the pool sums a 2 GiB buffer (8x the L3 of the
+// largest CPUs), the ceiling for experts streamed from DRAM.
+void bm_memory_read(benchmark::State& state, int threads) {
+  const size_t n = (size_t{2} << 30) / sizeof(uint64_t);
+  static std::vector<uint64_t> buf(n, 1);
+  ThreadPool pool(threads);
+  std::vector<uint64_t> sums(64 * 16);
+  for (auto _ : state) {
+    pool.parallel_for(64, [&](int64_t b, int64_t e) {
+      for (int64_t part = b; part < e; ++part) {
+        const uint64_t* p = buf.data() + part * (n / 64);
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (size_t i = 0; i < n / 64; i += 4) {
+          s0 += p[i];
+          s1 += p[i + 1];
+          s2 += p[i + 2];
+          s3 += p[i + 3];
+        }
+        sums[part * 16] = s0 + s1 + s2 + s3;
+      }
+    });
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(n * sizeof(uint64_t)));
+}
+
+// One decoded token's experts as in Qwen3-30B-A3B Q4_K_M: 48 layers of 8
+// experts (Q4_K gate/up, Q6_K down), each at its own address (1.2 GB), so the
+// weights stream from DRAM as they do in the engine's cpu-moe decode.
+void bm_decode_token(benchmark::State& state, CpuActivations act, int threads) {
+  constexpr int kLayers = 48;
+  static const auto weights = [] {
+    std::vector<std::vector<uint8_t>> m;
+    for (int k = 0; k < kLayers * kExperts; ++k) {
+      for (auto [t, rows, cols, seed] : {std::tuple{GgmlType::Q4_K, kFf, kEmbd, 100}, {GgmlType::Q4_K, kFf, kEmbd, 200},
+                                         {GgmlType::Q6_K, kEmbd, kFf, 300}})
+        m.push_back(cached_matrix(t, rows, cols, seed + k % kExperts));
+    }
+    return m;
+  }();
+  std::vector<ExpertView> views;
+  size_t bytes = 0;
+  for (int k = 0; k < kLayers * kExperts; ++k) {
+    const auto& g = weights[3 * k];
+    const auto& u = weights[3 * k + 1];
+    const auto& d = weights[3 * k + 2];
+    views.push_back({GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, g.data(), u.data(), d.data(), kEmbd, kFf});
+    bytes += g.size() + u.size() + d.size();
+  }
+  const std::vector<float> w(kExperts, 1.f / kExperts);
+  const auto x = random_vector(kEmbd);
+  std::vector<float> out(kEmbd);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l)
+      moe_ffn_cpu(views.data() + l * kExperts, w.data(), kExperts, x.data(), out.data(), pool, act);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(simd_target_name());
+}
+
 // The check every token's logits get (vocabulary of Qwen3).
 void bm_logits_finite_check(benchmark::State& state) {
   std::vector<float> logits(151936);
@@ -284,6 +348,19 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
       }
+    }
+  }
+  for (int threads : thread_counts) {
+    benchmark::RegisterBenchmark(("memory_read/2GiB/threads:" + std::to_string(threads)).c_str(),
+                                 [=](benchmark::State& s) { bm_memory_read(s, threads); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    for (CpuActivations act : {CpuActivations::Q8, CpuActivations::F32}) {
+      const std::string name = std::string("decode_token/") + (act == CpuActivations::F32 ? "f32" : "q8") +
+                               "/48x8x2048x768/Q4_K+Q6_K/threads:" + std::to_string(threads);
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& s) { bm_decode_token(s, act, threads); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
     }
   }
   benchmark::RegisterBenchmark("logits_finite_check/151936", bm_logits_finite_check)->Unit(benchmark::kMicrosecond);
