@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <system_error>
 
@@ -68,14 +69,18 @@ ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   // Worker i runs on the (i+1)-th allowed CPU; the first is left to the caller.
+  // VKMOE_PIN=0 leaves placement to the OS; VKMOE_POLL_US sets the polling time.
   const std::vector<int> cpus = allowed_cpus();
   const bool enough_cpus = int(cpus.size()) >= n_threads;
-  poll_ns_ = enough_cpus ? kPollNs : 0;
+  const char* poll_env = std::getenv("VKMOE_POLL_US");
+  const char* pin_env = std::getenv("VKMOE_PIN");
+  poll_ns_ = enough_cpus ? (poll_env ? std::atoll(poll_env) * 1000 : kPollNs) : 0;
+  const bool pin = enough_cpus && !(pin_env && std::atoi(pin_env) == 0);
   workers_.reserve(n_threads - 1);
   try {
     for (int i = 1; i < n_threads; ++i) {
       workers_.emplace_back([this] { worker_loop(); });
-      if (enough_cpus) pin_to(workers_.back(), cpus[i]);
+      if (pin) pin_to(workers_.back(), cpus[i]);
     }
   } catch (const std::system_error& e) {
     // Unwinding with workers still waiting would hang in ~condition_variable.
