@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -215,7 +216,8 @@ void expert_ffn_batched(const ExpertBatch* batches, int n_batches, const float* 
   });
 
   // out[token] += weight * y over the token's entries in batch order; each
-  // token's output row is written by one thread.
+  // token's output row is read and written once, by one thread (out may be
+  // uncached, write-combined memory the GPU reads).
   std::vector<int64_t> token_start(s.n_tokens + 1, 0), token_entries(s.n_entries);
   for (int b = 0; b < n_batches; ++b)
     for (int i = 0; i < batches[b].n; ++i) ++token_start[batches[b].tokens[i] + 1];
@@ -229,14 +231,18 @@ void expert_ffn_batched(const ExpertBatch* batches, int n_batches, const float* 
   for (int b = 0; b < n_batches; ++b)
     for (int i = 0; i < batches[b].n; ++i) entry_weight[first[b] + i] = batches[b].weights[i];
   pool.parallel_for(s.n_tokens, [&](int64_t begin, int64_t end) {
+    std::vector<float> acc(n_embd);
     for (int64_t t = begin; t < end; ++t) {
+      if (token_start[t] == token_start[t + 1]) continue;
       float* o = out + t * out_stride;
+      std::memcpy(acc.data(), o, n_embd * sizeof(float));
       for (int64_t k = token_start[t]; k < token_start[t + 1]; ++k) {
         const int64_t e = token_entries[k];
         const float w = entry_weight[e];
         const float* ye = y + e * n_embd;
-        for (int64_t r = 0; r < n_embd; ++r) o[r] += w * ye[r];
+        for (int64_t r = 0; r < n_embd; ++r) acc[r] += w * ye[r];
       }
+      std::memcpy(o, acc.data(), n_embd * sizeof(float));
     }
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -52,14 +53,18 @@ class ActivationCache {
   std::vector<std::pair<GgmlType, std::vector<uint8_t>>> entries_;
 };
 
-// out[r] += w * (y[r - begin] + down_b[r]) for r in [begin, end).
-void add_down(const ExpertView& e, float w, const float* y, float* out, int64_t begin, int64_t end) {
+// acc[r - begin] += w * (y[r - begin] + down_b[r]) for r in [begin, end).
+void add_down(const ExpertView& e, float w, const float* y, float* acc, int64_t begin, int64_t end) {
   if (e.down_b) {
-    for (int64_t r = begin; r < end; ++r) out[r] += w * (y[r - begin] + e.down_b[r]);
+    for (int64_t r = begin; r < end; ++r) acc[r - begin] += w * (y[r - begin] + e.down_b[r]);
   } else {
-    for (int64_t r = begin; r < end; ++r) out[r] += w * y[r - begin];
+    for (int64_t r = begin; r < end; ++r) acc[r - begin] += w * y[r - begin];
   }
 }
+
+// The summed rows go out in one store: out may be uncached, write-combined
+// memory the GPU reads, where every read-modify-write would be a bus round trip.
+void store_rows(const std::vector<float>& acc, float* out) { std::memcpy(out, acc.data(), acc.size() * sizeof(float)); }
 
 // f32 activations: gate/up rows of all experts split across the pool, the
 // hidden vector h = act(g + gate_b, u + up_b) kept in f32, then the down rows.
@@ -80,12 +85,12 @@ void moe_ffn_f32(const ExpertView* experts, const float* weights, int n, const f
     }
   });
   pool.parallel_for(n_embd, [&](int64_t begin, int64_t end) {
-    std::vector<float> y(end - begin);
-    std::fill(out + begin, out + end, 0.f);
+    std::vector<float> y(end - begin), acc(end - begin, 0.f);
     for (int k = 0; k < n; ++k) {
       matvec_rows_f32(experts[k].down_type, experts[k].down, h.data() + k * n_ff, y.data(), begin, end, n_ff);
-      add_down(experts[k], weights[k], y.data(), out, begin, end);
+      add_down(experts[k], weights[k], y.data(), acc.data(), begin, end);
     }
+    store_rows(acc, out + begin);
   });
 }
 
@@ -128,12 +133,12 @@ void moe_ffn_cpu(const ExpertView* experts, const float* weights, int n, const f
     quantize_activation(experts[k].down_type, gate_out.data() + k * n_ff, hq.data() + hq_offset[k], n_ff);
 
   pool.parallel_for(n_embd, [&](int64_t begin, int64_t end) {
-    std::vector<float> y(end - begin);
-    std::fill(out + begin, out + end, 0.f);
+    std::vector<float> y(end - begin), acc(end - begin, 0.f);
     for (int k = 0; k < n; ++k) {
       matvec_rows(experts[k].down_type, experts[k].down, hq.data() + hq_offset[k], y.data(), begin, end, n_ff);
-      add_down(experts[k], weights[k], y.data(), out, begin, end);
+      add_down(experts[k], weights[k], y.data(), acc.data(), begin, end);
     }
+    store_rows(acc, out + begin);
   });
 }
 

@@ -221,6 +221,10 @@ class Queue {
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
   VkSemaphore timeline_ = VK_NULL_HANDLE;
+  // How long wait() polls the timeline before blocking: a blocked thread
+  // wakes tens of microseconds late, once per layer in the offload decode.
+  // 0 on CPU devices, whose work needs the cores.
+  int64_t poll_ns_ = 0;
   std::mutex mutex_;
   std::atomic<uint64_t> last_submitted_{0};
 };
