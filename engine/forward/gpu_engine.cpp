@@ -134,6 +134,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     }
     cpu_out_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "CPU expert output");
     if (staging_slots_ > 0 && n_ubatch_ > 1) allocate_staging();
+    if (host_experts_) cache_->copy_from(*host_experts_);
     const uint64_t groups = std::max<uint64_t>({N, uint64_t(cache_->slots()), uint64_t(staging_slots_)});
     for (auto& parity : host_group_expert_)
       for (vk::Buffer& b : parity) b = ctx_->create_buffer(groups * 4, MemoryKind::Upload, "expert of each group");

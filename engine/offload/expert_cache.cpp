@@ -5,7 +5,7 @@
 namespace vkmoe {
 
 ExpertCache::ExpertCache(vk::Context& ctx, const Model& m, int slots, bool fill_on_miss, RouteStats& stats)
-    : m_(m), slots_(std::max(slots, 0)), fill_on_miss_(fill_on_miss), stats_(stats) {
+    : m_(m), slots_(std::max(slots, 0)), fill_on_miss_(fill_on_miss), stats_(stats), ctx_(ctx) {
   const int L = m.config().n_layer;
   pools_.resize(L);
   policy_.resize(L);
@@ -74,9 +74,24 @@ void ExpertCache::filled(int il, int slot, vk::SyncPoint done) {
   policy_[il]->mark_ready(slot);
 }
 
+void ExpertCache::copy_from(const HostExperts& host) {
+  if (slots_ == 0) return;
+  std::vector<std::unique_ptr<vk::Recorder>> copiers;
+  for (int i = 0; i < 4; ++i) copiers.push_back(std::make_unique<vk::Recorder>(ctx_, &ctx_.transfer_queue()));
+  std::lock_guard<std::mutex> lock(mu_);
+  copiers_ = std::move(copiers);
+  host_ = &host;
+}
+
 vk::SyncPoint ExpertCache::upload(const Job& j) {
   const LayerWeights& lw = m_.layers()[j.layer];
   const Pools& p = pools_[j.layer];
+  if (host_) {
+    vk::Recorder& r = *copiers_[next_copier_++ % copiers_.size()];
+    r.begin();  // waits for the copies it recorded last
+    host_->record_copy(r, j.layer, j.expert, p.gate, p.up, p.down, j.slot);
+    return r.submit();
+  }
   for (auto [w, dst] : {std::pair{&lw.gate_exps, &p.gate}, {&lw.up_exps, &p.up}, {&lw.down_exps, &p.down}})
     uploader_->enqueue(*dst, w->expert_bytes() * j.slot, w->expert(j.expert), w->expert_bytes());
   return uploader_->flush();

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "engine/offload/host_experts.h"
 #include "engine/offload/route_stats.h"
 #include "engine/offload/slru_policy.h"
 #include "engine/vulkan/vk_runtime.h"
@@ -48,6 +49,10 @@ class ExpertCache {
   void drain();
   // Pins the pin_per_layer most frequently used resident experts per layer.
   void pin_hot(int pin_per_layer);
+  // From now on slots are filled by transfer-queue copies from host's pinned
+  // copy of the experts (no CPU copy into staging memory). Call before the
+  // first admit; host must outlive the cache.
+  void copy_from(const HostExperts& host);
   bool pinned() const { return pinned_; }
 
  private:
@@ -68,6 +73,10 @@ class ExpertCache {
   std::vector<std::unique_ptr<SlruPolicy>> policy_;     // per layer
   std::vector<std::vector<vk::SyncPoint>> slot_ready_;  // per layer, per slot
   std::unique_ptr<vk::Uploader> uploader_;
+  vk::Context& ctx_;
+  const HostExperts* host_ = nullptr;                  // set by copy_from
+  std::vector<std::unique_ptr<vk::Recorder>> copiers_;  // used round robin by the upload thread
+  size_t next_copier_ = 0;
   bool pinned_ = false;
   std::thread thread_;
   std::mutex mu_;
