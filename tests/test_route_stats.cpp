@@ -10,7 +10,7 @@
 using namespace vkmoe;
 
 TEST(RouteStats, KnownCase) {
-  RouteStats st(2);
+  RouteStats st(2, 10);
   const int pred[] = {1, 2, 3, 4}, actual[] = {3, 4, 5, 6};
   st.record_routing(0, pred, actual);
   const int pred2[] = {7, 7, 8}, actual2[] = {8, 9};  // duplicates count once
@@ -52,7 +52,7 @@ TEST(RouteStats, RandomizedAgainstSets) {
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int n_layer = uni(1, 8), n_expert = uni(4, 64), k = uni(1, std::min(8, n_expert));
-  RouteStats st(n_layer);
+  RouteStats st(n_layer, n_expert);
   const size_t nl = size_t(n_layer);
   std::vector<uint64_t> correct(nl), pred_n(nl), act_n(nl), hits(nl), misses(nl), bytes(nl);
   const int tokens = uni(1, 200);
@@ -107,4 +107,70 @@ TEST(RouteStats, RandomizedAgainstSets) {
   // One row per layer plus header lines and the total.
   const std::string r = st.report();
   EXPECT_EQ(std::count(r.begin(), r.end(), '\n'), n_layer + 3) << r;
+}
+
+TEST(RouteStats, ReuseAndPopularityKnownCase) {
+  RouteStats st(1, 8);
+  const int a[] = {0, 1, 2}, b[] = {2, 1, 5}, c[] = {5, 5, 6};  // duplicates count once
+  st.record_route(0, a);
+  st.record_route(0, b);
+  st.record_route(0, c);
+  const auto& t = st.layer(0);
+  EXPECT_EQ(t.reuse_pairs, 2u);
+  EXPECT_EQ(t.reused, 3u);    // {1, 2} then {5}
+  EXPECT_EQ(t.reuse_of, 5u);  // 3 then 2 distinct
+  EXPECT_DOUBLE_EQ(t.reuse(), 0.6);
+  // chosen: 0:1 1:2 2:2 5:2 6:1 of 8 routes; the top quarter (2 experts) took 4
+  EXPECT_DOUBLE_EQ(st.top_quarter_share(0), 0.5);
+  EXPECT_DOUBLE_EQ(st.total_top_quarter_share(), 0.5);
+  EXPECT_NE(st.report().find("60.0%"), std::string::npos) << st.report();
+  const int bad[] = {8};
+  EXPECT_THROW(st.record_route(0, bad), Error);
+  EXPECT_THROW(st.top_quarter_share(1), Error);
+  st.reset();
+  EXPECT_EQ(st.top_quarter_share(0), 0.0);
+  st.record_route(0, a);  // the first route after a reset has no predecessor
+  EXPECT_EQ(st.layer(0).reuse_pairs, 0u);
+}
+
+TEST(RouteStats, ReuseAndPopularityRandomized) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int n_layer = uni(1, 6), n_expert = uni(4, 160), k = uni(1, std::min(8, n_expert));
+  RouteStats st(n_layer, n_expert);
+  const size_t nl = size_t(n_layer);
+  std::vector<std::vector<uint64_t>> chosen(nl, std::vector<uint64_t>(size_t(n_expert)));
+  std::vector<std::set<int>> last(nl);
+  std::vector<uint64_t> reused(nl), of(nl);
+  const int tokens = uni(1, 300);
+  for (int t = 0; t < tokens; ++t) {
+    for (int l = 0; l < n_layer; ++l) {
+      std::set<int> now;
+      while (int(now.size()) < k) now.insert(uni(0, n_expert - 1) / uni(1, 3));  // skewed to low ids
+      st.record_route(l, std::vector<int>(now.begin(), now.end()));
+      for (int e : now) chosen[size_t(l)][size_t(e)]++;
+      if (t > 0) {
+        for (int e : now) reused[size_t(l)] += last[size_t(l)].count(e);
+        of[size_t(l)] += now.size();
+      }
+      last[size_t(l)] = now;
+    }
+  }
+  uint64_t top_all = 0, all = 0;
+  for (int l = 0; l < n_layer; ++l) {
+    EXPECT_EQ(st.layer(l).reused, reused[size_t(l)]);
+    EXPECT_EQ(st.layer(l).reuse_of, of[size_t(l)]);
+    std::vector<uint64_t> c = chosen[size_t(l)];
+    std::sort(c.rbegin(), c.rend());
+    const size_t q = std::max(1, n_expert / 4);
+    uint64_t top = 0, sum = 0;
+    for (size_t i = 0; i < c.size(); ++i) (i < q ? top : sum) += c[i];
+    sum += top;
+    EXPECT_NEAR(st.top_quarter_share(l), double(top) / double(sum), 1e-12);
+    top_all += top;
+    all += sum;
+  }
+  EXPECT_NEAR(st.total_top_quarter_share(), double(top_all) / double(all), 1e-12);
 }

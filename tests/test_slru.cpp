@@ -368,3 +368,44 @@ TEST(Slru, FrequenciesDecay) {
   for (int i = 0; i < 8; ++i) p.lookup(ExpertKey{1, i});
   EXPECT_EQ(p.frequency(k), 0u);  // halved twice more
 }
+
+TEST(Slru, FrequencyAdmissionKeepsPopularKeys) {
+  SlruPolicy p({2, 0.5, 4, 1000});
+  using A = SlruPolicy::Admission;
+  const ExpertKey hot{0, 1}, warm{0, 2}, once{0, 3}, rising{0, 4};
+  auto use = [&](ExpertKey k, int n) {
+    for (int i = 0; i < n; ++i)
+      if (!p.lookup(k)) {
+        const auto a = p.acquire(k, A::IfMoreFrequent);
+        if (a) p.mark_ready(a.slot);
+      }
+  };
+  use(hot, 3);   // free slots are always taken
+  use(warm, 2);
+  EXPECT_TRUE(p.contains(hot) && p.contains(warm));
+  // A key seen once does not displace keys seen more often.
+  EXPECT_FALSE(p.lookup(once));
+  const auto r = p.acquire(once, A::IfMoreFrequent);
+  EXPECT_FALSE(r);
+  EXPECT_TRUE(r.rejected);
+  EXPECT_FALSE(r.evicted);
+  EXPECT_FALSE(p.contains(once));
+  EXPECT_EQ(p.counters().rejections, 1u);
+  // Once its count passes the victim's, it is admitted. The victim is the
+  // probationary entry: hot (count 3), demoted when warm's hit took the one
+  // protected place.
+  EXPECT_EQ(p.segment(*p.slot_of(hot)), SlruPolicy::Segment::Probation);
+  use(rising, 3);  // counts 1, 2, 3: not above 3
+  EXPECT_FALSE(p.contains(rising));
+  EXPECT_EQ(p.counters().rejections, 4u);
+  use(rising, 1);  // count 4
+  EXPECT_TRUE(p.contains(rising));
+  EXPECT_FALSE(p.contains(hot));
+  EXPECT_TRUE(p.contains(warm));
+  // Admission::Always still evicts.
+  EXPECT_FALSE(p.lookup(once));
+  const auto forced = p.acquire(once);
+  ASSERT_TRUE(forced);
+  EXPECT_TRUE(forced.evicted);
+  EXPECT_EQ(p.check_invariants(), "");
+}

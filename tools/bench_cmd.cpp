@@ -101,32 +101,30 @@ std::vector<int32_t> random_tokens(int n, int n_vocab, uint64_t seed) {
   return out;
 }
 
-int32_t argmax(const std::vector<float>& v) {
-  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
-}
-
 double ns_since(std::chrono::steady_clock::time_point t0) {
   return std::max(1.0, std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
 }
 
 // One repetition on an emptied context: `depth` untimed tokens, then the timed
-// prompt (one eval call) and greedy generation (one eval call per token).
+// prompt (one eval call) and generation (one eval call per token). As
+// llama-bench, each generated step is fed a random token rather than the
+// model's choice: a synthetic model's greedy text falls into loops that would
+// make expert routing (and an expert cache) look far more repetitive than a
+// real model's.
 // warm_up: the prompt and a single generated token, no depth (as llama-bench).
 void run_once(Engine& e, const TestCase& t, int rep, int n_vocab, bool warm_up, TestResult* r) {
   const uint64_t seed = (static_cast<uint64_t>(rep + 1) << 32) ^ (t.n_prompt * 31 + t.n_gen);
   e.reset();
-  std::vector<float> logits;
-  if (t.n_depth > 0 && !warm_up) logits = e.eval(random_tokens(t.n_depth, n_vocab, seed ^ 0xd0d0));
+  if (t.n_depth > 0 && !warm_up) e.eval(random_tokens(t.n_depth, n_vocab, seed ^ 0xd0d0));
   const int n_gen = warm_up ? std::min(t.n_gen, 1) : t.n_gen;
-  std::vector<int32_t> prompt = random_tokens(t.n_prompt, n_vocab, seed);
-  int32_t next = logits.empty() ? random_tokens(1, n_vocab, seed ^ 0x9e9e)[0] : argmax(logits);
+  const std::vector<int32_t> prompt = random_tokens(t.n_prompt, n_vocab, seed);
+  const std::vector<int32_t> gen = random_tokens(n_gen, n_vocab, seed ^ 0x9e9e);
   auto t0 = std::chrono::steady_clock::now();
   if (t.n_prompt > 0) {
-    logits = e.eval(prompt);
+    e.eval(prompt);
     if (!warm_up) r->prompt_ns.push_back(ns_since(t0));
-    next = argmax(logits);
   }
-  for (int i = 0; i < n_gen; ++i) next = argmax(e.eval({next}));
+  for (int32_t tok : gen) e.eval({tok});
   if (!warm_up) r->ns.push_back(ns_since(t0));
 }
 

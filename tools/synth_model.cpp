@@ -165,6 +165,8 @@ void apply_synth_overrides(SynthSpec& s, const std::string& overrides) {
     else if (k == "n_group") s.n_group = num();
     else if (k == "topk_group") s.topk_group = num();
     else if (k == "yarn_log_mul") s.yarn_log_mul = fnum();
+    else if (k == "router_skew") s.router_skew = fnum();
+    else if (k == "branch_scale") s.branch_scale = fnum();
     else if (k == "yarn_factor") s.yarn_factor = fnum();
     else if (k == "n_ctx_orig") s.n_ctx_orig = num();
     else if (k == "n_vocab") s.n_vocab = num();
@@ -299,7 +301,15 @@ struct TensorDesc {
   GgmlType type;
   float stddev;  // of the random weights
   float mean;    // norms center on 1
+  float row_log_sd = 0;  // F32 only: rows scaled by exp(N(0, row_log_sd^2)), one draw per row
 };
+
+// The matrices whose products are added to the residual stream.
+bool writes_residual(const std::string& name) {
+  for (const char* n : {"attn_output.weight", "ffn_down.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight"})
+    if (name == n) return true;
+  return false;
+}
 
 std::vector<TensorDesc> tensor_list(const SynthSpec& s, const ModelConfig& c) {
   std::vector<TensorDesc> out;
@@ -316,11 +326,16 @@ std::vector<TensorDesc> tensor_list(const SynthSpec& s, const ModelConfig& c) {
       switch (t.kind) {
         case TensorKind::Norm: add(p + t.name, t.ne, il, 0.1f, 1.f); break;
         case TensorKind::Bias: add(p + t.name, t.ne, il, 0.1f); break;
-        case TensorKind::Router: add(p + t.name, t.ne, il, 2 * w(E)); break;
+        case TensorKind::Router:
+          add(p + t.name, t.ne, il, 2 * w(E));
+          out.back().row_log_sd = s.router_skew;
+          break;
         case TensorKind::SharedGate:
         case TensorKind::Matrix:
         case TensorKind::HeadMatrices:
-        case TensorKind::Experts: add(p + t.name, t.ne, il, w(t.ne[0])); break;
+        case TensorKind::Experts:
+          add(p + t.name, t.ne, il, w(t.ne[0]) * (writes_residual(t.name) ? s.branch_scale : 1.f));
+          break;
       }
     }
   }
@@ -376,6 +391,21 @@ void fill_fast(const TensorDesc& d, uint64_t seed, uint8_t* dst, size_t nbytes) 
   }
 }
 
+// Router skew: a router row of larger norm gives its expert logits of larger
+// spread, so it enters the top-k more often (skewed popularity), as trained
+// routers do; the scale draws are per row, fixed by the seed.
+void scale_rows(const TensorDesc& d, uint64_t seed, uint8_t* dst, size_t nbytes) {
+  if (d.row_log_sd <= 0 || d.type != GgmlType::F32) return;
+  const size_t n0 = size_t(d.ne[0]), rows = nbytes / (n0 * sizeof(float));
+  std::mt19937_64 rng(seed ^ name_hash(d.name) ^ 0x5ca1e5ull);
+  std::normal_distribution<float> nd(0.f, d.row_log_sd);
+  float* f = reinterpret_cast<float*>(dst);
+  for (size_t r = 0; r < rows; ++r) {
+    const float k = std::exp(nd(rng));
+    for (size_t i = 0; i < n0; ++i) f[r * n0 + i] *= k;
+  }
+}
+
 GgufWriter build_writer(const SynthSpec& s) {
   base_type(s.quant);
   if (s.vec_type != "F32" && s.vec_type != "F16" && s.vec_type != "BF16" && s.vec_type != "Q8_0")
@@ -417,6 +447,7 @@ GgufWriter build_writer(const SynthSpec& s) {
         fill_fast(d, seed, dst, nbytes);
       else
         fill_random(d, seed, dst);
+      scale_rows(d, seed, dst, nbytes);
     });
   }
   return w;

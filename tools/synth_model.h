@@ -30,6 +30,15 @@ struct SynthSpec {
   int q_lora = 0, kv_lora = 0, head_k_mla = 0, head_v_mla = 0;
   bool sigmoid_router = false;  // deepseek2: sigmoid scores with a selection bias, renormalized (V3)
   int n_group = 1, topk_group = 1;  // deepseek2: group-limited top-k
+  // > 0: each router row scaled by exp(N(0, router_skew^2)), skewing expert
+  // popularity as in trained MoEs (0: every expert equally likely).
+  float router_skew = 0;
+  // Scales the random weights of the matrices that write the residual stream
+  // (attention output, FFN down projections). Below 1 each layer changes the
+  // stream less, as in trained models: routing stays tied to the token rather
+  // than collapsing onto the few experts of a depth-grown common direction, and
+  // the next layer's routes become predictable from this layer's state.
+  float branch_scale = 1;
   float yarn_log_mul = 0;  // deepseek2: rope.scaling.yarn_log_multiplier (0.1 * mscale_all_dim)
   float yarn_factor = 0;  // > 0: YaRN context extension by this factor from n_ctx_orig
   int n_ctx_orig = 4096;

@@ -61,7 +61,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
       n_ctx_(o.n_ctx),
       n_ubatch_(uint32_t(std::clamp(o.n_ubatch, 1, std::max(o.n_ctx, 1)))),
       kv_type_(parse_kv_type(o.kv_type)),
-      stats_(m.config().n_layer) {
+      stats_(m.config().n_layer, m.config().n_expert) {
   if (o.n_ubatch < 1) throw Error("the ubatch size must be at least 1");
   if (uint32_t(c_.head_dim) > vk::kMaxHeadDim)
     throw Error("head dimension above " + std::to_string(vk::kMaxHeadDim) +

@@ -161,6 +161,7 @@ void GpuEngine::route_offload(int il, std::vector<vk::SyncPoint>& waits, std::ve
   std::vector<float> w(K);
   route_topk(rl, probs_bias(il), N, K, c_.router, ids.data(), w.data());
   if (il > 0 && predicts(il - 1)) stats_.record_routing(il, predicted_[il], ids);
+  stats_.record_route(il, ids);
   prev_route_[il] = ids;
   cache_->drain();
   int32_t* slot_ids = host_ids_.as<int32_t>();

@@ -50,7 +50,10 @@ void ExpertCache::admit(int il, int expert) {
   if (!p || p->contains({il, expert})) return;
   // cpu-moe mode keeps only pinned experts: fill the slots once, then stop.
   if (!fill_on_miss_ && (pinned_ || p->size() >= p->capacity())) return;
-  SlruPolicy::Acquire a = p->acquire({il, expert});
+  // Decode misses are admitted only when more used than the expert they would
+  // evict: with little token-to-token reuse, admitting every miss streams
+  // experts over PCIe that are evicted before their next use.
+  SlruPolicy::Acquire a = p->acquire({il, expert}, SlruPolicy::Admission::IfMoreFrequent);
   if (!a) return;
   const LayerWeights& lw = m_.layers()[il];
   stats_.record_upload(il, lw.routed_expert_bytes());

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <utility>
 #include <iterator>
 
 #include "base/error.h"
@@ -31,6 +33,7 @@ std::vector<int> distinct(std::span<const int> v) {
 double RouteStats::Totals::precision() const { return ratio(correct, predicted); }
 double RouteStats::Totals::recall() const { return ratio(correct, actual); }
 double RouteStats::Totals::hit_rate() const { return ratio(hits, hits + misses); }
+double RouteStats::Totals::reuse() const { return ratio(reused, reuse_of); }
 
 RouteStats::Totals& RouteStats::Totals::operator+=(const Totals& o) {
   routings += o.routings;
@@ -42,12 +45,17 @@ RouteStats::Totals& RouteStats::Totals::operator+=(const Totals& o) {
   bytes_uploaded += o.bytes_uploaded;
   gpu_experts += o.gpu_experts;
   cpu_experts += o.cpu_experts;
+  reuse_pairs += o.reuse_pairs;
+  reused += o.reused;
+  reuse_of += o.reuse_of;
   return *this;
 }
 
-RouteStats::RouteStats(int n_layer) {
-  if (n_layer < 0) throw Error("RouteStats: negative layer count");
+RouteStats::RouteStats(int n_layer, int n_expert) {
+  if (n_layer < 0 || n_expert < 0) throw Error("RouteStats: negative layer or expert count");
   layers_.resize(size_t(n_layer));
+  chosen_.assign(size_t(n_layer), std::vector<uint64_t>(size_t(n_expert)));
+  last_route_.resize(size_t(n_layer));
 }
 
 RouteStats::Totals& RouteStats::at(int layer) {
@@ -69,6 +77,57 @@ void RouteStats::record_routing(int layer, std::span<const int> predicted,
   t.correct += both.size();
 }
 
+void RouteStats::record_route(int layer, std::span<const int> experts) {
+  Totals& t = at(layer);
+  std::vector<int> now = distinct(experts);
+  std::vector<uint64_t>& chosen = chosen_[size_t(layer)];
+  for (int e : now) {
+    if (e < 0 || size_t(e) >= chosen.size())
+      throw Error("RouteStats: expert " + std::to_string(e) + " outside 0.." + std::to_string(chosen.size() - 1));
+    chosen[size_t(e)]++;
+  }
+  std::vector<int>& last = last_route_[size_t(layer)];
+  if (!last.empty()) {
+    std::vector<int> both;
+    std::set_intersection(now.begin(), now.end(), last.begin(), last.end(), std::back_inserter(both));
+    t.reuse_pairs++;
+    t.reused += both.size();
+    t.reuse_of += now.size();
+  }
+  last = std::move(now);
+}
+
+namespace {
+
+// Routes to the n most chosen experts, and all routes.
+std::pair<uint64_t, uint64_t> top_routes(std::vector<uint64_t> chosen) {
+  const size_t n = std::max<size_t>(1, chosen.size() / 4);
+  uint64_t all = 0, top = 0;
+  for (uint64_t c : chosen) all += c;
+  if (chosen.size() < n) return {all, all};
+  std::nth_element(chosen.begin(), chosen.begin() + std::ptrdiff_t(n - 1), chosen.end(), std::greater<>());
+  for (size_t i = 0; i < n; ++i) top += chosen[i];
+  return {top, all};
+}
+
+}  // namespace
+
+double RouteStats::top_quarter_share(int layer) const {
+  if (layer < 0 || layer >= n_layer()) throw Error("RouteStats: no layer " + std::to_string(layer));
+  const auto [top, all] = top_routes(chosen_[size_t(layer)]);
+  return ratio(top, all);
+}
+
+double RouteStats::total_top_quarter_share() const {
+  uint64_t top = 0, all = 0;
+  for (const auto& c : chosen_) {
+    const auto [t, a] = top_routes(c);
+    top += t;
+    all += a;
+  }
+  return ratio(top, all);
+}
+
 void RouteStats::record_cache(int layer, uint64_t hits, uint64_t misses) {
   Totals& t = at(layer);
   t.hits += hits;
@@ -87,6 +146,8 @@ void RouteStats::add_tokens(uint64_t n) { tokens_ += n; }
 
 void RouteStats::reset() {
   std::fill(layers_.begin(), layers_.end(), Totals{});
+  for (auto& c : chosen_) std::fill(c.begin(), c.end(), 0);
+  for (auto& r : last_route_) r.clear();
   tokens_ = 0;
 }
 
@@ -103,11 +164,18 @@ double RouteStats::mib_per_token() const {
 std::string RouteStats::report() const {
   std::string out;
   char line[256];
-  auto row = [&](const std::string& label, const Totals& t) {
+  auto share = [](double s) {
+    if (s <= 0) return std::string("-");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * s);
+    return std::string(buf);
+  };
+  auto row = [&](const std::string& label, const Totals& t, double top_quarter) {
     const double mib = double(t.bytes_uploaded) / double(1u << 20);
-    std::snprintf(line, sizeof line, "%7s %9s %9s %9s %10llu %10llu %10.1f %10.3f\n",
+    std::snprintf(line, sizeof line, "%7s %9s %9s %9s %9s %9s %10llu %10llu %10.1f %10.3f\n",
                   label.c_str(), pct(t.correct, t.predicted).c_str(),
                   pct(t.correct, t.actual).c_str(), pct(t.hits, t.hits + t.misses).c_str(),
+                  pct(t.reused, t.reuse_of).c_str(), share(top_quarter).c_str(),
                   static_cast<unsigned long long>(t.gpu_experts),
                   static_cast<unsigned long long>(t.cpu_experts), mib,
                   tokens_ ? mib / double(tokens_) : 0.0);
@@ -116,11 +184,11 @@ std::string RouteStats::report() const {
   std::snprintf(line, sizeof line, "expert stats: %llu tokens, %d layers\n",
                 static_cast<unsigned long long>(tokens_), n_layer());
   out += line;
-  std::snprintf(line, sizeof line, "%7s %9s %9s %9s %10s %10s %10s %10s\n", "layer", "pred-prec",
-                "pred-rec", "hit-rate", "gpu-exp", "cpu-exp", "MiB-up", "MiB/token");
+  std::snprintf(line, sizeof line, "%7s %9s %9s %9s %9s %9s %10s %10s %10s %10s\n", "layer", "pred-prec",
+                "pred-rec", "hit-rate", "reuse", "top-25%", "gpu-exp", "cpu-exp", "MiB-up", "MiB/token");
   out += line;
-  for (int l = 0; l < n_layer(); ++l) row(std::to_string(l), layers_[size_t(l)]);
-  row("total", total());
+  for (int l = 0; l < n_layer(); ++l) row(std::to_string(l), layers_[size_t(l)], top_quarter_share(l));
+  row("total", total(), total_top_quarter_share());
   return out;
 }
 

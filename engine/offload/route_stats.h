@@ -17,18 +17,26 @@ class RouteStats {
     uint64_t hits = 0, misses = 0;  // expert cache
     uint64_t bytes_uploaded = 0;
     uint64_t gpu_experts = 0, cpu_experts = 0;  // expert evaluations by device
+    uint64_t reuse_pairs = 0;  // routings recorded with record_route after one at the same layer
+    uint64_t reused = 0;       // experts of such a routing also chosen by the previous one, summed
+    uint64_t reuse_of = 0;     // experts of such routings, summed
     // Ratios of sums; 0 when the denominator is 0.
     double precision() const;  // correct / predicted
     double recall() const;     // correct / actual (with |pred| = |actual| = k both are |∩|/k)
     double hit_rate() const;   // hits / (hits + misses)
+    double reuse() const;      // reused / reuse_of: token-to-token overlap of expert sets
     Totals& operator+=(const Totals& o);
   };
 
-  explicit RouteStats(int n_layer);
+  // n_expert bounds the ids record_route accepts.
+  RouteStats(int n_layer, int n_expert);
 
   // One token at one layer: the predicted expert set against the experts the
   // router actually chose. Duplicates within a list count once.
   void record_routing(int layer, std::span<const int> predicted, std::span<const int> actual);
+  // The experts the router chose for one token at one layer, for the routing
+  // statistics (expert popularity, reuse from the previous token).
+  void record_route(int layer, std::span<const int> experts);
   void record_cache(int layer, uint64_t hits, uint64_t misses);
   void record_upload(int layer, uint64_t bytes);
   void record_compute(int layer, uint64_t on_gpu, uint64_t on_cpu);
@@ -40,14 +48,22 @@ class RouteStats {
   const Totals& layer(int l) const { return layers_.at(size_t(l)); }
   Totals total() const;
   double mib_per_token() const;  // total bytes uploaded / tokens / 2^20; 0 without tokens
+  // Share of a layer's recorded routes that went to its most chosen quarter of
+  // the experts (n_expert / 4, at least 1); 0 before any. Uniform routing
+  // gives 25% plus sampling noise. total_top_quarter_share: over all layers.
+  double top_quarter_share(int layer) const;
+  double total_top_quarter_share() const;
 
   // Per-layer and total table: prediction precision/recall %, cache hit
-  // rate %, experts on GPU/CPU, MiB uploaded and MiB per token.
+  // rate %, token-to-token expert reuse %, top-quarter share %, experts on
+  // GPU/CPU, MiB uploaded and MiB per token.
   std::string report() const;
 
  private:
   Totals& at(int layer);
   std::vector<Totals> layers_;
+  std::vector<std::vector<uint64_t>> chosen_;  // per layer: times each expert was chosen
+  std::vector<std::vector<int>> last_route_;   // per layer: the previous token's experts, sorted
   uint64_t tokens_ = 0;
 };
 

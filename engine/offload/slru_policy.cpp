@@ -107,7 +107,7 @@ int SlruPolicy::pick_victim(Segment seg) const {
   return best;
 }
 
-SlruPolicy::Acquire SlruPolicy::acquire(ExpertKey k) {
+SlruPolicy::Acquire SlruPolicy::acquire(ExpertKey k, Admission admission) {
   Acquire r;
   if (auto it = map_.find(k.packed()); it != map_.end()) {
     r.slot = it->second;
@@ -123,6 +123,11 @@ SlruPolicy::Acquire SlruPolicy::acquire(ExpertKey k) {
     if (slot < 0) slot = pick_victim(Segment::Protected);
     if (slot < 0) return r;
     Slot& victim = slots_[size_t(slot)];
+    if (admission == Admission::IfMoreFrequent && frequency(k) <= frequency(victim.key)) {
+      counters_.rejections++;
+      r.rejected = true;
+      return r;
+    }
     r.evicted = victim.key;
     map_.erase(victim.key.packed());
     unlink(slot);

@@ -21,6 +21,11 @@
 //    evict the one with the lowest count (ties: the least recent). If the
 //    probationary segment has no evictable entry, the protected segment is
 //    searched the same way. Pinned and in-flight entries are never evicted.
+//  * Admission (acquire with Admission::IfMoreFrequent): when a slot would
+//    have to be evicted, the key is admitted only if its count exceeds the
+//    victim's (TinyLFU); otherwise nothing changes and `rejected` is set.
+//    Rarely used experts then stop evicting popular ones, so the pool holds
+//    the most used experts instead of cycling through every miss.
 //  * Free slots are handed out lowest id first.
 //  * In flight: acquire() of an absent key returns a slot that is being
 //    filled; lookup() misses on it until mark_ready(slot). release(slot)
@@ -55,8 +60,11 @@ class SlruPolicy {
  public:
   enum class Segment { Free, Probation, Protected };
 
+  enum class Admission { Always, IfMoreFrequent };
+
   struct Acquire {
-    int slot = -1;    // -1: every slot is pinned or in flight
+    int slot = -1;    // -1: rejected by admission, or every slot is pinned or in flight
+    bool rejected = false;  // Admission::IfMoreFrequent kept the victim
     bool hit = false; // the key was already resident (ready or in flight); nothing changed
     std::optional<ExpertKey> evicted;  // key whose slot was taken
     explicit operator bool() const { return slot >= 0; }
@@ -69,6 +77,7 @@ class SlruPolicy {
     uint64_t fills = 0;      // acquires that assigned a slot to an absent key
     uint64_t evictions = 0;
     uint64_t releases = 0;   // abandoned fills
+    uint64_t rejections = 0; // acquires refused by admission
   };
 
   explicit SlruPolicy(const SlruConfig& cfg);  // throws Error on slots < 1 or bad fractions
@@ -76,7 +85,7 @@ class SlruPolicy {
   // A hit (ready entry) returns its slot and touches it. Counts an access.
   std::optional<int> lookup(ExpertKey k);
   // Reserves a slot for filling k (call after a missing lookup).
-  Acquire acquire(ExpertKey k);
+  Acquire acquire(ExpertKey k, Admission admission = Admission::Always);
   void mark_ready(int slot);  // the fill finished; std::logic_error unless in flight
   void release(int slot);     // the fill was abandoned; std::logic_error unless in flight
 
