@@ -65,17 +65,19 @@ void pin_to(std::thread& t, int cpu) {
 }
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
+ThreadPool::ThreadPool(int n_threads, ThreadPlacement placement) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
   // Worker i runs on the (i+1)-th allowed CPU; the first is left to the caller.
-  // VKMOE_PIN=0 leaves placement to the OS; VKMOE_POLL_US sets the polling time.
   const std::vector<int> cpus = allowed_cpus();
   const bool enough_cpus = int(cpus.size()) >= n_threads;
-  const char* poll_env = std::getenv("VKMOE_POLL_US");
-  const char* pin_env = std::getenv("VKMOE_PIN");
-  poll_ns_ = enough_cpus ? (poll_env ? std::atoll(poll_env) * 1000 : kPollNs) : 0;
-  const bool pin = enough_cpus && !(pin_env && std::atoi(pin_env) == 0);
+  if (placement.poll_us < 0)
+    if (const char* env = std::getenv("VKMOE_POLL_US")) placement.poll_us = std::max(0ll, std::atoll(env));
+  if (placement.pin < 0)
+    if (const char* env = std::getenv("VKMOE_PIN")) placement.pin = std::atoi(env) != 0;
+  poll_ns_ = enough_cpus ? (placement.poll_us >= 0 ? placement.poll_us * 1000 : kPollNs) : 0;
+  const bool pin = enough_cpus && placement.pin != 0;
+  pinned_ = pin;
   workers_.reserve(n_threads - 1);
   try {
     for (int i = 1; i < n_threads; ++i) {

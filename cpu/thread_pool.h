@@ -3,7 +3,9 @@
 // Workers are pinned to CPUs when there are enough for all of them, and
 // between jobs they poll for 200 us before sleeping, so the back-to-back jobs
 // of a decoded token start without a wake-up (~10-50 us each). Environment:
-// VKMOE_PIN=0 leaves placement to the OS, VKMOE_POLL_US=N polls N us.
+// VKMOE_PIN=0 leaves placement to the OS, VKMOE_POLL_US=N polls N us; the
+// CLI's --cpu-strict and --poll (llama.cpp's spellings) set them through
+// ThreadPlacement instead.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -15,16 +17,24 @@
 
 namespace vkmoe {
 
+// -1 fields: the environment's setting, else the default (pinned, 200 us).
+struct ThreadPlacement {
+  int pin = -1;          // 0: placement left to the OS, 1: worker i on the (i+1)-th allowed CPU
+  int64_t poll_us = -1;  // polling before sleeping, microseconds
+};
+
 class ThreadPool {
  public:
   // n_threads counts the calling thread too; 0 = hardware_concurrency.
   // Throws Error when a thread cannot be started.
-  explicit ThreadPool(int n_threads = 0);
+  explicit ThreadPool(int n_threads = 0, ThreadPlacement placement = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+  bool pinned() const { return pinned_; }
+  int64_t poll_ns() const { return poll_ns_; }
 
   // Calls fn(begin, end) over disjoint chunks covering [0, n), on the workers
   // and the calling thread; returns when all chunks are done. The first
@@ -41,6 +51,7 @@ class ThreadPool {
   // How long idle workers and a waiting caller poll before blocking; 0 when
   // the pool has more threads than CPUs (polling would steal their time).
   int64_t poll_ns_ = 0;
+  bool pinned_ = false;
 
   int n_threads_;
   std::vector<std::thread> workers_;

@@ -10,7 +10,10 @@
 #include "base/error.h"
 #include "cpu/thread_pool.h"
 #include "tests/test_util.h"
+#include "engine/model/gguf.h"
+#include "engine/model/model.h"
 #include "tools/cli_args.h"
+#include "tools/command_setup.h"
 #include "tools/synth_model.h"
 
 namespace vkmoe {
@@ -134,6 +137,40 @@ TEST(SynthWrite, FailedWriteLeavesNoTempFile) {
   EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
   EXPECT_FALSE(std::filesystem::exists(path));
   std::filesystem::remove(path + ".tmp");
+}
+
+
+// llama.cpp's --poll and --cpu-strict set the thread pool's polling and pinning;
+// an explicit placement wins over the environment.
+TEST(ThreadPlacement, CliSpellingsAndEnvironment) {
+  auto m = Model::from_gguf(GgufFile::from_memory(synth_model_bytes(builtin_spec()), "builtin"));
+  auto opts = [&](std::vector<const char*> argv) {
+    return engine_options(parse_options("run", kEngineOptions, int(argv.size()), argv.data()), *m);
+  };
+  const EngineOptions d = opts({});
+  EXPECT_EQ(d.placement.poll_us, -1);
+  EXPECT_EQ(d.placement.pin, -1);
+  const EngineOptions o = opts({"--poll", "25", "--cpu-strict", "0"});
+  EXPECT_EQ(o.placement.poll_us, 100);
+  EXPECT_EQ(o.placement.pin, 0);
+  EXPECT_EQ(opts({"--poll=0"}).placement.poll_us, 0);
+  EXPECT_NE(error_of([&] { opts({"--poll", "101"}); }), "");
+  EXPECT_NE(error_of([&] { opts({"--cpu-strict", "2"}); }), "");
+
+  // One thread always has enough CPUs, so the settings take effect as given.
+  EXPECT_EQ(ThreadPool(1, {1, 7}).poll_ns(), 7000);
+  EXPECT_TRUE(ThreadPool(1, {1, 7}).pinned());
+  EXPECT_FALSE(ThreadPool(1, {0, 0}).pinned());
+  EXPECT_EQ(ThreadPool(1, {0, 0}).poll_ns(), 0);
+  EXPECT_EQ(ThreadPool(1).poll_ns(), 200000);  // the default (no VKMOE_POLL_US in the test environment)
+  ::setenv("VKMOE_POLL_US", "9", 1);
+  ::setenv("VKMOE_PIN", "0", 1);
+  EXPECT_EQ(ThreadPool(1).poll_ns(), 9000);
+  EXPECT_FALSE(ThreadPool(1).pinned());
+  EXPECT_EQ(ThreadPool(1, {1, 3}).poll_ns(), 3000);
+  EXPECT_TRUE(ThreadPool(1, {1, 3}).pinned());
+  ::unsetenv("VKMOE_POLL_US");
+  ::unsetenv("VKMOE_PIN");
 }
 
 }  // namespace

@@ -223,7 +223,7 @@ TEST(ShaderMoe, TopkRouterVariantsMatchRouteTopk) {
 // sharing one counter. The logits must match the scalar product (1e-4 of
 // sum |w x| + 1e-5) and the routing must be route_topk's of those logits
 // (ids exact, weights within 1e-5 relative); inputs whose decision is within
-// 1e-5 of a tie are redrawn. The counter must be left at 0.
+// 1e-4 of a tie are redrawn. The counter must be left at 0.
 TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -265,6 +265,7 @@ TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
                  1e-4);
         x.insert(x.end(), xd.begin(), xd.end());
       }
+      // Without a bias, x stands in for the unused bias binding.
       Buffer bw = e.buf(w), bx = e.buf(x), by = e.buf(std::vector<float>(2 * c.n_expert, kNaN)),
              bi = e.buf(std::vector<int32_t>(2 * c.k, -7)), bwt = e.buf(std::vector<float>(2 * c.k, kNaN)),
              bb = e.buf(c.bias ? bias : x), bc = e.buf(std::vector<uint32_t>(4, 0));

@@ -102,6 +102,25 @@ void bm_matvec_f32(benchmark::State& state, GgmlType t, int64_t rows, int64_t co
   state.SetLabel(simd_target_name());
 }
 
+// Decode's CPU experts: layers of kExperts expert FFNs (views, kExperts per
+// layer, `bytes` of weights in all) applied to one token, layer after layer.
+void run_moe_layers(benchmark::State& state, const std::vector<ExpertView>& views, size_t bytes, int threads,
+                    CpuActivations act) {
+  const std::vector<float> weights(kExperts, 1.f / kExperts);
+  const auto x = random_vector(kEmbd);
+  std::vector<float> out(kEmbd);
+  ThreadPool pool(threads);
+  for (auto _ : state) {
+    for (size_t l = 0; l < views.size(); l += kExperts)
+      moe_ffn_cpu(views.data() + l, weights.data(), kExperts, x.data(), out.data(), pool, act);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.SetLabel(simd_target_name());
+}
+
 void bm_moe_ffn(benchmark::State& state, GgmlType gate_up, GgmlType down, int threads,
                 CpuActivations activations = CpuActivations::Q8) {
   std::vector<ExpertView> experts;
@@ -113,17 +132,7 @@ void bm_moe_ffn(benchmark::State& state, GgmlType gate_up, GgmlType down, int th
     experts.push_back({gate_up, gate_up, down, g.data(), u.data(), d.data(), kEmbd, kFf});
     bytes += g.size() + u.size() + d.size();
   }
-  const std::vector<float> weights(kExperts, 1.f / kExperts);
-  const auto x = random_vector(kEmbd);
-  std::vector<float> out(kEmbd);
-  ThreadPool pool(threads);
-  for (auto _ : state) {
-    moe_ffn_cpu(experts.data(), weights.data(), kExperts, x.data(), out.data(), pool, activations);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
-  state.SetLabel(simd_target_name());
+  run_moe_layers(state, experts, bytes, threads, activations);
 }
 
 // One MoE layer for a prompt ubatch. Expert weights: 8 distinct random
@@ -263,19 +272,7 @@ void bm_decode_token(benchmark::State& state, CpuActivations act, int threads) {
     views.push_back({GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q6_K, g.data(), u.data(), d.data(), kEmbd, kFf});
     bytes += g.size() + u.size() + d.size();
   }
-  const std::vector<float> w(kExperts, 1.f / kExperts);
-  const auto x = random_vector(kEmbd);
-  std::vector<float> out(kEmbd);
-  ThreadPool pool(threads);
-  for (auto _ : state) {
-    for (int l = 0; l < kLayers; ++l)
-      moe_ffn_cpu(views.data() + l * kExperts, w.data(), kExperts, x.data(), out.data(), pool, act);
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
-  state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
-  state.SetLabel(simd_target_name());
+  run_moe_layers(state, views, bytes, threads, act);
 }
 
 // The check every token's logits get (vocabulary of Qwen3).

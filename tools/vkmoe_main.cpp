@@ -66,6 +66,8 @@ const char* kUsage =
     "  --cpu-f32              CPU experts on f32 activations: the GPU path's result to rounding, but\n"
     "                         several times slower than the default Q8-quantized activations\n"
     "  -t, --threads N        CPU threads, 1 to 1024 (default: all cores)\n"
+    "  --poll N               CPU threads poll 4*N us for work before sleeping, 0 to 100 (default 50)\n"
+    "  --cpu-strict 0|1       pin CPU thread i to the (i+1)-th allowed CPU (default 1)\n"
     "  --temp T --top-k K --top-p P --min-p P --repeat-penalty R --seed S\n"
     "                         sampling (run; default greedy)\n"
     "  --check-tensors        before running, check every tensor's data for NaN/Inf (for quantized\n"

@@ -28,10 +28,10 @@ void rms_norm(const float* x, const float* w, float* y, int n, float eps) {
   for (int i = 0; i < n; ++i) y[i] = x[i] * scale * (w ? w[i] : 1.f);
 }
 
-CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_threads)
+CpuForward::CpuForward(const Model& model, int n_ctx, Kernels kernels, int n_threads, ThreadPlacement placement)
     : model_(model), c_(model.config()), n_ctx_(n_ctx), kernels_(kernels) {
   if (n_ctx <= 0) throw Error("context size must be positive");
-  if (kernels_ == Kernels::Simd) pool_ = std::make_unique<ThreadPool>(n_threads);
+  if (kernels_ == Kernels::Simd) pool_ = std::make_unique<ThreadPool>(n_threads, placement);
   k_cache_.assign(size_t(c_.n_layer) * n_ctx * c_.kv_dim(), 0.f);
   v_cache_.assign(size_t(c_.n_layer) * n_ctx * c_.v_dim(), 0.f);
   for (const auto& l : model.layers()) {

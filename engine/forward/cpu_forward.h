@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "cpu/thread_pool.h"
 #include "engine/model/model.h"
 
 namespace vkmoe {
@@ -20,7 +21,8 @@ struct Route {
 class CpuForward {
  public:
   enum class Kernels { Scalar, Simd };
-  CpuForward(const Model& model, int n_ctx, Kernels kernels = Kernels::Scalar, int n_threads = 0);
+  CpuForward(const Model& model, int n_ctx, Kernels kernels = Kernels::Scalar, int n_threads = 0,
+             ThreadPlacement placement = {});
   ~CpuForward();
 
   // Evaluates tokens at positions pos()..pos()+n-1 with causal attention over

@@ -13,7 +13,7 @@ namespace {
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const Model& m, const EngineOptions& o, CpuForward::Kernels k)
-      : fwd_(m, o.n_ctx, k, o.threads), simd_(k == CpuForward::Kernels::Simd) {}
+      : fwd_(m, o.n_ctx, k, o.threads, o.placement), simd_(k == CpuForward::Kernels::Simd) {}
   void reset() override { fwd_.reset(); }
   void truncate(int n_keep) override { fwd_.truncate(n_keep); }
   int n_past() const override { return fwd_.pos(); }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/thread_pool.h"
 #include "engine/model/model.h"
 #include "planner/planner.h"
 
@@ -24,6 +25,7 @@ struct EngineOptions {
   bool predict_prefetch = false;
   bool expert_stats = false;
   int threads = 0;
+  ThreadPlacement placement;  // pinning and polling of the CPU threads
   // CPU experts with Q8-quantized activations (several times faster, ~1%
   // different output) instead of f32 activations (match the GPU path to
   // rounding). Off here for the equivalence tests; the CLI turns it on unless

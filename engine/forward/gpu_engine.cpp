@@ -120,7 +120,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     for (const LayerWeights& l : m.layers())
       host_biases_.push_back({HostFloats(l.exp_probs_b),
                               {HostFloats(l.gate_exps_b), HostFloats(l.up_exps_b), HostFloats(l.down_exps_b)}});
-    pool_ = std::make_unique<ThreadPool>(o.threads);
+    pool_ = std::make_unique<ThreadPool>(o.threads, o.placement);
     prev_route_.assign(c_.n_layer, {});
     predicted_.assign(c_.n_layer, {});
     allocate_expert_cache();

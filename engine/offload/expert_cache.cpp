@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/offload/host_experts.h"
+
 namespace vkmoe {
 
 ExpertCache::ExpertCache(vk::Context& ctx, const Model& m, int slots, bool fill_on_miss, RouteStats& stats)
@@ -22,7 +24,6 @@ ExpertCache::ExpertCache(vk::Context& ctx, const Model& m, int slots, bool fill_
     sc.slots = slots_;
     policy_[il] = std::make_unique<SlruPolicy>(sc);
   }
-  uploader_ = std::make_unique<vk::Uploader>(ctx, 64ull << 20, 4);
   thread_ = std::thread([this] { upload_loop(); });
 }
 
@@ -95,6 +96,9 @@ vk::SyncPoint ExpertCache::upload(const Job& j) {
     host_->record_copy(r, j.layer, j.expert, p.gate, p.up, p.down, j.slot);
     return r.submit();
   }
+  // Without a host copy (-ub 1 keeps none) experts go through staging memory,
+  // allocated at the first such fill.
+  if (!uploader_) uploader_ = std::make_unique<vk::Uploader>(ctx_, 64ull << 20, 4);
   for (auto [w, dst] : {std::pair{&lw.gate_exps, &p.gate}, {&lw.up_exps, &p.up}, {&lw.down_exps, &p.down}})
     uploader_->enqueue(*dst, w->expert_bytes() * j.slot, w->expert(j.expert), w->expert_bytes());
   return uploader_->flush();

@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "engine/model/model.h"
-#include "engine/offload/host_experts.h"
 #include "engine/offload/route_stats.h"
 #include "engine/offload/slru_policy.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe {
+
+class HostExperts;
 
 class ExpertCache {
  public:
@@ -72,7 +73,7 @@ class ExpertCache {
   std::vector<Pools> pools_;
   std::vector<std::unique_ptr<SlruPolicy>> policy_;     // per layer
   std::vector<std::vector<vk::SyncPoint>> slot_ready_;  // per layer, per slot
-  std::unique_ptr<vk::Uploader> uploader_;
+  std::unique_ptr<vk::Uploader> uploader_;  // staging, created by the upload thread when first needed
   vk::Context& ctx_;
   const HostExperts* host_ = nullptr;                  // set by copy_from
   std::vector<std::unique_ptr<vk::Recorder>> copiers_;  // used round robin by the upload thread
