@@ -1,5 +1,6 @@
-// vkmoe synth's router_skew: row norms spread as asked, and the routes of
-// random hidden states concentrate on fewer experts than without it.
+// vkmoe synth's routing options. router_skew: row norms spread as asked, and
+// the routes of random hidden states concentrate on fewer experts than
+// without it. branch_scale: only the matrices writing the residual stream shrink.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -64,7 +65,24 @@ double top_quarter_share(const float* w, int n, uint32_t seed) {
   return st.top_quarter_share(0);
 }
 
+double rms(const GgufFile& f, const std::string& name) {
+  const GgufTensor* t = f.tensor(name);
+  if (!t || t->type != GgmlType::F32) throw Error("no F32 " + name);
+  const float* v = reinterpret_cast<const float*>(t->data);
+  double sq = 0;
+  for (int64_t i = 0; i < t->nelements(); ++i) sq += double(v[i]) * v[i];
+  return std::sqrt(sq / double(t->nelements()));
+}
+
 }  // namespace
+
+TEST(SynthRouter, BranchScaleShrinksOnlyResidualWriters) {
+  const auto plain = router_file(",quant=F32"), scaled = router_file(",quant=F32,branch_scale=0.5");
+  for (const char* n : {"blk.0.attn_output.weight", "blk.0.ffn_down_exps.weight"})
+    EXPECT_NEAR(rms(*scaled, n) / rms(*plain, n), 0.5, 0.02) << n;
+  for (const char* n : {"blk.0.attn_q.weight", "blk.0.ffn_gate_exps.weight", "blk.0.ffn_gate_inp.weight"})
+    EXPECT_NEAR(rms(*scaled, n) / rms(*plain, n), 1.0, 0.02) << n;
+}
 
 TEST(SynthRouter, SkewSpreadsRowNormsAndConcentratesRoutes) {
   const auto flat = router_file(""), skewed = router_file(",router_skew=1.0");

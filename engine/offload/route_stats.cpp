@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <utility>
 #include <iterator>
+#include <utility>
 
 #include "base/error.h"
 
@@ -102,9 +102,9 @@ namespace {
 // Routes to the n most chosen experts, and all routes.
 std::pair<uint64_t, uint64_t> top_routes(std::vector<uint64_t> chosen) {
   const size_t n = std::max<size_t>(1, chosen.size() / 4);
+  if (chosen.empty()) return {0, 0};
   uint64_t all = 0, top = 0;
   for (uint64_t c : chosen) all += c;
-  if (chosen.size() < n) return {all, all};
   std::nth_element(chosen.begin(), chosen.begin() + std::ptrdiff_t(n - 1), chosen.end(), std::greater<>());
   for (size_t i = 0; i < n; ++i) top += chosen[i];
   return {top, all};
@@ -164,18 +164,12 @@ double RouteStats::mib_per_token() const {
 std::string RouteStats::report() const {
   std::string out;
   char line[256];
-  auto share = [](double s) {
-    if (s <= 0) return std::string("-");
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * s);
-    return std::string(buf);
-  };
-  auto row = [&](const std::string& label, const Totals& t, double top_quarter) {
+  auto row = [&](const std::string& label, const Totals& t, std::pair<uint64_t, uint64_t> top_quarter) {
     const double mib = double(t.bytes_uploaded) / double(1u << 20);
     std::snprintf(line, sizeof line, "%7s %9s %9s %9s %9s %9s %10llu %10llu %10.1f %10.3f\n",
                   label.c_str(), pct(t.correct, t.predicted).c_str(),
                   pct(t.correct, t.actual).c_str(), pct(t.hits, t.hits + t.misses).c_str(),
-                  pct(t.reused, t.reuse_of).c_str(), share(top_quarter).c_str(),
+                  pct(t.reused, t.reuse_of).c_str(), pct(top_quarter.first, top_quarter.second).c_str(),
                   static_cast<unsigned long long>(t.gpu_experts),
                   static_cast<unsigned long long>(t.cpu_experts), mib,
                   tokens_ ? mib / double(tokens_) : 0.0);
@@ -187,8 +181,14 @@ std::string RouteStats::report() const {
   std::snprintf(line, sizeof line, "%7s %9s %9s %9s %9s %9s %10s %10s %10s %10s\n", "layer", "pred-prec",
                 "pred-rec", "hit-rate", "reuse", "top-25%", "gpu-exp", "cpu-exp", "MiB-up", "MiB/token");
   out += line;
-  for (int l = 0; l < n_layer(); ++l) row(std::to_string(l), layers_[size_t(l)], top_quarter_share(l));
-  row("total", total(), total_top_quarter_share());
+  std::pair<uint64_t, uint64_t> all_top{0, 0};
+  for (int l = 0; l < n_layer(); ++l) {
+    const auto top = top_routes(chosen_[size_t(l)]);
+    all_top.first += top.first;
+    all_top.second += top.second;
+    row(std::to_string(l), layers_[size_t(l)], top);
+  }
+  row("total", total(), all_top);
   return out;
 }
 
