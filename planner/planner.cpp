@@ -10,12 +10,6 @@ namespace vkmoe {
 
 namespace {
 
-std::string gib(uint64_t bytes) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1ull << 30));
-  return buf;
-}
-
 std::string percent(uint64_t part, uint64_t whole) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", whole ? 100.0 * double(part) / double(whole) : 0.0);
@@ -160,9 +154,9 @@ Plan make_plan(const PlanInput& in) {
       if (max_ctx >= 256 && max_ctx < uint64_t(in.kv.n_ctx))
         advice = "use --ctx " + std::to_string(max_ctx) + " or a smaller quant";
     }
-    throw Error("needs " + gib(required) + " but the budget is " + gib(in.vram_budget) +
-                ": trunk " + gib(p.trunk_bytes) + " + KV cache " + gib(p.kv_bytes) + " (ctx " +
-                std::to_string(in.kv.n_ctx) + ") + scratch " + gib(p.scratch_bytes) + "; " +
+    throw Error("needs " + format_bytes(required) + " but the budget is " + format_bytes(in.vram_budget) +
+                ": trunk " + format_bytes(p.trunk_bytes) + " + KV cache " + format_bytes(p.kv_bytes) + " (ctx " +
+                std::to_string(in.kv.n_ctx) + ") + scratch " + format_bytes(p.scratch_bytes) + "; " +
                 advice);
   }
   const uint64_t left = in.vram_budget - required;
@@ -174,7 +168,7 @@ Plan make_plan(const PlanInput& in) {
                   " needs a MoE model; this one has no routed experts");
     p.mode = PlanMode::Resident;
     p.reason = "dense model (no routed experts): trunk, KV cache and scratch use " +
-               gib(required) + " of " + gib(in.vram_budget);
+               format_bytes(required) + " of " + format_bytes(in.vram_budget);
     return p;
   }
 
@@ -210,7 +204,7 @@ Plan make_plan(const PlanInput& in) {
   const int max_slots = int(std::min<uint64_t>(uint64_t(ex.n_expert), left_for_cache / layer_slot_bytes));
   const double thrash_limit = in.capacity_ratio * ex.n_expert_used;
   const std::string forced = in.forced == PlanMode::Auto ? "" : "forced by --moe-mode; ";
-  const std::string need = "experts need " + gib(p.all_experts_bytes) + " but " + gib(left) +
+  const std::string need = "experts need " + format_bytes(p.all_experts_bytes) + " but " + format_bytes(left) +
                            " is left after trunk, KV cache and scratch";
   char ratio_text[64];
   std::snprintf(ratio_text, sizeof ratio_text, "%.1f x %d used experts", in.capacity_ratio,
@@ -220,16 +214,16 @@ Plan make_plan(const PlanInput& in) {
   switch (in.forced) {
     case PlanMode::Resident:
       if (!fits_all)
-        throw Error("--moe-mode resident needs " + gib(p.all_experts_bytes) +
-                    " for the routed experts but only " + gib(left) + " of the " +
-                    gib(in.vram_budget) + " budget is left after trunk, KV cache and scratch");
+        throw Error("--moe-mode resident needs " + format_bytes(p.all_experts_bytes) +
+                    " for the routed experts but only " + format_bytes(left) + " of the " +
+                    format_bytes(in.vram_budget) + " budget is left after trunk, KV cache and scratch");
       p.mode = PlanMode::Resident;
       break;
     case PlanMode::ExpertCache:
       if (max_slots < min_cache_slots)
         throw Error("--moe-mode expert-cache needs at least " + std::to_string(min_cache_slots) +
-                    " slots per layer (" + gib(uint64_t(min_cache_slots) * layer_slot_bytes) +
-                    ") but only " + gib(left) + " of the " + gib(in.vram_budget) +
+                    " slots per layer (" + format_bytes(uint64_t(min_cache_slots) * layer_slot_bytes) +
+                    ") but only " + format_bytes(left) + " of the " + format_bytes(in.vram_budget) +
                     " budget is left after trunk, KV cache and scratch");
       p.mode = PlanMode::ExpertCache;
       break;
@@ -250,7 +244,7 @@ Plan make_plan(const PlanInput& in) {
     slots = ex.n_expert;
     p.expert_cache_bytes = p.all_experts_bytes;
     p.reason = forced + "all " + std::to_string(ex.n_expert * n_moe_layers) + " experts (" +
-               gib(p.all_experts_bytes) + ") fit in the " + gib(left) +
+               format_bytes(p.all_experts_bytes) + ") fit in the " + format_bytes(left) +
                " left after trunk, KV cache and scratch";
   } else if (p.mode == PlanMode::ExpertCache) {
     slots = max_slots;
@@ -259,8 +253,8 @@ Plan make_plan(const PlanInput& in) {
   } else {
     if (in.pinned_per_layer > max_slots)
       throw Error("pinning " + std::to_string(in.pinned_per_layer) + " experts per layer needs " +
-                  gib(uint64_t(in.pinned_per_layer) * layer_slot_bytes) + " but only " +
-                  gib(left) + " is left after trunk, KV cache and scratch");
+                  format_bytes(uint64_t(in.pinned_per_layer) * layer_slot_bytes) + " but only " +
+                  format_bytes(left) + " is left after trunk, KV cache and scratch");
     slots = in.pinned_per_layer;
     p.reason = forced + need + ": " + std::to_string(max_slots) + " slots per layer " +
                (double(max_slots) >= thrash_limit ? ">= " : "< ") + ratio_text +

@@ -215,6 +215,11 @@ TEST(Planner, TrunkTooBigIsErrorWithNumbers) {
   const std::string msg2 = error_of(in);
   EXPECT_NE(msg2.find("smaller quant"), std::string::npos) << msg2;
   EXPECT_EQ(msg2.find("--ctx"), std::string::npos) << msg2;
+
+  // A budget under 1 GiB is printed in MiB, not as "0.00 GiB".
+  in = qwen3_like(1 * MiB);
+  const std::string msg3 = error_of(in);
+  EXPECT_NE(msg3.find("budget is 1.0 MiB"), std::string::npos) << msg3;
 }
 
 TEST(Planner, ForcedModes) {
