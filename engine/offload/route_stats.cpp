@@ -110,6 +110,17 @@ std::pair<uint64_t, uint64_t> top_routes(std::vector<uint64_t> chosen) {
   return {top, all};
 }
 
+// top_routes summed over the layers.
+std::pair<uint64_t, uint64_t> top_routes_all_layers(const std::vector<std::vector<uint64_t>>& chosen) {
+  uint64_t top = 0, all = 0;
+  for (const auto& c : chosen) {
+    const auto [t, a] = top_routes(c);
+    top += t;
+    all += a;
+  }
+  return {top, all};
+}
+
 }  // namespace
 
 double RouteStats::top_quarter_share(int layer) const {
@@ -119,12 +130,7 @@ double RouteStats::top_quarter_share(int layer) const {
 }
 
 double RouteStats::total_top_quarter_share() const {
-  uint64_t top = 0, all = 0;
-  for (const auto& c : chosen_) {
-    const auto [t, a] = top_routes(c);
-    top += t;
-    all += a;
-  }
+  const auto [top, all] = top_routes_all_layers(chosen_);
   return ratio(top, all);
 }
 
@@ -181,14 +187,8 @@ std::string RouteStats::report() const {
   std::snprintf(line, sizeof line, "%7s %9s %9s %9s %9s %9s %10s %10s %10s %10s\n", "layer", "pred-prec",
                 "pred-rec", "hit-rate", "reuse", "top-25%", "gpu-exp", "cpu-exp", "MiB-up", "MiB/token");
   out += line;
-  std::pair<uint64_t, uint64_t> all_top{0, 0};
-  for (int l = 0; l < n_layer(); ++l) {
-    const auto top = top_routes(chosen_[size_t(l)]);
-    all_top.first += top.first;
-    all_top.second += top.second;
-    row(std::to_string(l), layers_[size_t(l)], top);
-  }
-  row("total", total(), all_top);
+  for (int l = 0; l < n_layer(); ++l) row(std::to_string(l), layers_[size_t(l)], top_routes(chosen_[size_t(l)]));
+  row("total", total(), top_routes_all_layers(chosen_));
   return out;
 }
 
