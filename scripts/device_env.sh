@@ -20,3 +20,12 @@ peak() {
   return $rc
 }
 run() { echo "--- $*"; peak "$@" 2>&1 | grep -v "^  layer\|uploading\|copying experts"; }
+# The synthetic Qwen3-30B-A3B Q4_K_M file with trained-MoE routing statistics
+# (vkmoe synth --set $SET, default router_skew=0.3,branch_scale=0.2): its path
+# in M; routing_model also writes it once per machine and lets it settle.
+routing_model_path() { SET=${SET:-router_skew=0.3,branch_scale=0.2}; M=/tmp/qwen3-30b-a3b-${SET//[=,]/_}.gguf; }
+routing_model() {
+  routing_model_path
+  [ -f $M ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b --set "$SET" -o $M 2>&1 | tail -1; }
+  sync; sleep 30
+}

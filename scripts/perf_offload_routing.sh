@@ -7,10 +7,7 @@
 # Carry devbin/, .gl/ and anchors/llama.tar.xz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-SET=${SET:-router_skew=0.3,branch_scale=0.2}
-M=/tmp/qwen3-30b-a3b-${SET//[=,]/_}.gguf
-[ -f $M ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b --set "$SET" -o $M 2>&1 | tail -1; }
-sync; sleep 30; unpack_llama
+routing_model; unpack_llama
 vk() {
   echo "--- vkmoe $* ($(date +%T))"
   peak $B/vkmoe bench -m $M -p 0 -n 128 -r 3 --vram-budget 12GiB --expert-stats "$@" >/tmp/vk.txt 2>&1

@@ -10,10 +10,10 @@
 # Carry devbin/, .gl/ and anchors/llama.tar.xz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-SET=${SET:-router_skew=0.3,branch_scale=0.2}
 N=${N:-256}
 PASSES=${PASSES:-1 2}
-MODELS=/tmp/qwen3-30b-a3b-${SET//[=,]/_}.gguf
+routing_model_path
+MODELS=$M
 [ "${FLAT:-0}" = 1 ] && MODELS="/tmp/qwen3-30b-a3b-synth-q4km.gguf $MODELS"
 echo "synth $(date +%T)"
 for M in $MODELS; do
