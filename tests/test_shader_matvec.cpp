@@ -260,10 +260,11 @@ TEST_P(ShaderMatvec, IndexedExperts) {
   ctx.write_buffer(ib, 0, ids_buf.data(), ids_buf.size() * 4);
 
   std::normal_distribution<float> nd(0.f, 1.f);
-  // Automatic configuration, then (where the device has integer dot products) the int8-x path.
+  // Automatic configuration, the launch shape of large Q6_K expert products,
+  // then (where the device has integer dot products) the int8-x path.
   const DeviceInfo& dev = ctx.info();
   const uint32_t sg = dev.subgroup_size;
-  std::vector<MatvecConfig> cfgs = {MatvecConfig{}};
+  std::vector<MatvecConfig> cfgs = {MatvecConfig{}, {128, 8, 2, 1, 0}};
   if (has_q8x(t) && dev.integer_dot && dev.subgroup_shuffle && sg >= 2 && sg <= 64)
     cfgs.push_back({std::max<uint32_t>(64, sg), sg, 3, 1, 0, 1});
   for (const MatvecConfig& cfg : cfgs)

@@ -219,7 +219,7 @@ TEST(ShaderMoe, TopkRouterVariantsMatchRouteTopk) {
 
 // The router product fused with its top-k (record_matvec_topk, the resident
 // decode's router): for router weight types F32/F16/BF16/Q8_0 and the three
-// gatings (bias, groups, normalize, scale), two dispatches in one submission
+// gatings (bias, groups, normalize, scale) and both launch shapes of float rows, two dispatches in one submission
 // sharing one counter. The logits must match the scalar product (1e-4 of
 // sum |w x| + 1e-5) and the routing must be route_topk's of those logits
 // (ids exact, weights within 1e-5 relative); inputs whose decision is within
@@ -236,9 +236,11 @@ TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
                         {256, 8, {Gating::Sigmoid, true, 2.5f, 8, 4}, true},
                         {64, 6, {Gating::SoftmaxWeight, true, 1.f}, false},
                         {32, 4, {Gating::Softmax, false, 1.f}, false}};
-  const uint32_t ncols = 512;
   for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0})
     for (const Case& c : cases) {
+      // F32 and BF16 rows of 1024 take the launch shape of long float rows
+      // (128 lanes per row, 128-thread workgroups), the others the general one.
+      const uint32_t ncols = t == GgmlType::F32 || t == GgmlType::BF16 ? 1024 : 512;
       SCOPED_TRACE(std::string(type_name(t)) + " n_expert " + std::to_string(c.n_expert) + " gating " +
                    std::to_string(int(c.rp.gating)));
       const size_t rb = row_bytes(t, ncols);

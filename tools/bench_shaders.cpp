@@ -34,6 +34,7 @@ struct Options {
   std::vector<std::pair<uint32_t, uint32_t>> shapes = {{2048, 768}, {768, 2048}, {2048, 4096}, {2048, 151936}};
   // GEMM: ncols x nrows : tokens (gemm_ids: per-expert shape, tokens routed top-8).
   std::vector<std::array<uint32_t, 3>> gemm_shapes = {{2048, 4096, 512}, {4096, 2048, 512}, {2048, 768, 512}};
+  std::vector<std::array<uint32_t, 3>> ids_shapes;  // ncols, nrows, experts used; empty: per kernel
   GemmPath gemm_path = GemmPath::Auto;
   int iters = 50;
   uint64_t bw_mib = 1024;
@@ -46,10 +47,11 @@ struct Options {
 
 const char* kUsage =
     "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_0,q4_1,q5_0,q5_1,\n"
-    "                                      iq4_nl,mxfp4,q2_k,q3_k,iq4_xs,q4_k_ids,mxfp4_ids,\n"
+    "                                      iq4_nl,mxfp4,q2_k,q3_k,iq4_xs,TYPE_ids (q4_k_ids...),\n"
     "                                      gemm_q4_k,...,gemm_f32,gemm_ids]\n"
     "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat|coopmat2]\n"
-    "                           [--shapes NCOLSxNROWS,...] [--iters N] [--bw-mib N] [--pool-mib N]\n"
+    "                           [--shapes NCOLSxNROWS,...] [--ids-shapes NCOLSxNROWS:USED,...]\n"
+    "                           [--iters N] [--bw-mib N] [--pool-mib N]\n"
     "                           [--experts N] [--config WG:TPR:RPT:SG[:PF[:QX]]] [--sweep]\n";
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -63,7 +65,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 Options parse(int argc, char** argv) {
   const Args a = parse_options("bench-shaders",
-                               {{"device"}, {"kernels"}, {"shapes"}, {"gemm-shapes"}, {"gemm-path"}, {"iters"},
+                               {{"device"}, {"kernels"}, {"shapes"}, {"gemm-shapes"}, {"ids-shapes"}, {"gemm-path"}, {"iters"},
                                 {"bw-mib"}, {"pool-mib"}, {"experts"}, {"config"}, {"sweep", "", true}},
                                argc - 1, argv + 1);
   if (a.has("help")) {
@@ -84,16 +86,19 @@ Options parse(int argc, char** argv) {
       o.shapes.emplace_back(u32("--shapes", parts[0]), u32("--shapes", parts[1]));
     }
   }
-  if (a.has("gemm-shapes")) {
-    o.gemm_shapes.clear();
-    for (const auto& s : split(a.get("gemm-shapes"), ',')) {
+  // NCOLSxNROWS:N lists (N: GEMM tokens or experts used).
+  auto triples = [&](const char* option, const char* want) {
+    std::vector<std::array<uint32_t, 3>> v;
+    for (const auto& s : split(a.get(option + 2), ',')) {
       const auto parts = split(s, ':');
       const auto dims = parts.size() == 2 ? split(parts[0], 'x') : std::vector<std::string>();
-      if (dims.size() != 2) throw Error("bench-shaders: bad GEMM shape '" + s + "' (want NCOLSxNROWS:TOKENS)");
-      o.gemm_shapes.push_back(
-          {u32("--gemm-shapes", dims[0]), u32("--gemm-shapes", dims[1]), u32("--gemm-shapes", parts[1])});
+      if (dims.size() != 2) throw Error(std::string("bench-shaders: bad ") + option + " '" + s + "' (want " + want + ")");
+      v.push_back({u32(option, dims[0]), u32(option, dims[1]), u32(option, parts[1])});
     }
-  }
+    return v;
+  };
+  if (a.has("gemm-shapes")) o.gemm_shapes = triples("--gemm-shapes", "NCOLSxNROWS:TOKENS");
+  if (a.has("ids-shapes")) o.ids_shapes = triples("--ids-shapes", "NCOLSxNROWS:USED");
   if (a.has("gemm-path")) {
     const std::string v = a.get("gemm-path");
     const auto p = gemm_path_by_name(v);
@@ -121,11 +126,18 @@ Options parse(int argc, char** argv) {
 }
 
 bool kernel_type(const std::string& name, GgmlType& t);
+// "q4_k" of "q4_k_ids"; empty for other names.
+std::string ids_kernel_type(const std::string& k) {
+  const std::string suffix = "_ids";
+  if (k.size() <= suffix.size() || k.compare(k.size() - suffix.size(), suffix.size(), suffix) != 0 || k == "gemm_ids")
+    return "";
+  return k.substr(0, k.size() - suffix.size());
+}
 
 void validate_kernels(const Options& o) {
   GgmlType t;
   for (const auto& k : o.kernels)
-    if (k != "q4_k_ids" && k != "mxfp4_ids" && k != "gemm_ids" && !kernel_type(k.rfind("gemm_", 0) == 0 ? k.substr(5) : k, t))
+    if (k != "gemm_ids" && !kernel_type(ids_kernel_type(k).empty() ? (k.rfind("gemm_", 0) == 0 ? k.substr(5) : k) : ids_kernel_type(k), t))
       throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
   if (o.kernels.empty() || o.shapes.empty()) throw Error(std::string("bench-shaders: nothing to run\n") + kUsage);
 }
@@ -153,12 +165,35 @@ uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
 // Submits the recorded commands repeatedly (at least twice, until ~50 ms have
 // passed) so that GPU clocks have ramped up; timestamps hold the last run.
-void submit_warm(Recorder& rec) {
+// Submits the recorded runs again and again, for at least kMinLoad and until
+// their time (`read`: of the last submission) is steady (the last 3 within
+// 2%), or 3 s passed; returns the last time. The minimum matters: an H100's
+// clock stays at 345 MHz (of 1980) through a sweep's short bursts between
+// idle gaps, where each kernel measured 3-6x its time at full clock.
+constexpr auto kMinLoad = std::chrono::milliseconds(300);
+double submit_until_steady(Recorder& rec, const std::function<double()>& read) {
   const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < 100; ++i) {
+  std::vector<double> last;
+  for (;;) {
     rec.submit().wait();
-    if (i >= 1 && std::chrono::steady_clock::now() - start > std::chrono::milliseconds(50)) break;
+    last.push_back(read());
+    const size_t n = last.size();
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    if (n >= 3 && elapsed >= kMinLoad) {
+      const auto [lo, hi] = std::minmax({last[n - 1], last[n - 2], last[n - 3]});
+      if (hi <= lo * 1.02) break;
+    }
+    if (elapsed > std::chrono::seconds(3)) break;
   }
+  return last.back();
+}
+
+// Median of runs [first, n) timed by timestamp pairs (2i, 2i + 1).
+double median_time(TimestampPool& ts, int first, int n) {
+  const auto ns = ts.read_ns(0, 2 * n);
+  std::vector<double> times;
+  for (int i = first; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
+  return median(times);
 }
 
 // Fills `bytes` of dst (from offset 0) with rows of random weights of type t
@@ -235,10 +270,12 @@ double measure_bandwidth(Context& ctx, uint64_t bytes, int runs) {
     rec.dispatch(p, {BufferRange(src), BufferRange(dst)}, push, gx, 1, gz);
     rec.timestamp(ts, 2 * i + 1);
   }
-  submit_warm(rec);
-  const auto ns = ts.read_ns(0, 2 * runs);
-  double best = 1e300;
-  for (int i = 0; i < runs; ++i) best = std::min(best, ns[2 * i + 1] - ns[2 * i]);
+  const double best = submit_until_steady(rec, [&] {
+    const auto ns = ts.read_ns(0, 2 * runs);
+    double b = 1e300;
+    for (int i = 0; i < runs; ++i) b = std::min(b, ns[2 * i + 1] - ns[2 * i]);
+    return b;
+  });
   return bytes / std::max(best, 1e-3);  // bytes per ns = GB/s
 }
 
@@ -290,11 +327,7 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
     record_matvec(rec, a, cfg);
     rec.timestamp(ts, 2 * i + 1);
   }
-  submit_warm(rec);
-  const auto ns = ts.read_ns(0, 2 * n);
-  std::vector<double> times;
-  for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
-  const double t_ns = std::max(median(times), 1e-3);
+  const double t_ns = std::max(submit_until_steady(rec, [&] { return median_time(ts, warm, n); }), 1e-3);
   row.config = config_str(matvec_config(dev, t, ncols, nrows, 1, cfg));
   row.mib = bytes / 1048576.0;
   row.us = t_ns / 1000.0;
@@ -304,16 +337,13 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
   return row;
 }
 
-// Indexed-expert matvec: random distinct experts of a stack of o.experts
-// (x shared), fresh ids for every iteration. kernel: q4_k_ids
-// (Qwen3-30B-A3B-shaped Q4_K experts, 2048x768, top-8) or mxfp4_ids
-// (gpt-oss-shaped MXFP4 experts, 2880x2880, top-4).
-Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, const Options& o, const MatvecConfig& cfg,
-              double bw, std::mt19937& rng) {
+// Indexed-expert matvec of kernel TYPE_ids: random distinct experts of a
+// stack of o.experts (x shared), fresh ids for every iteration; ncols x nrows
+// experts, `used` per token (by default Qwen3-30B-A3B's gate 2048x768 top-8,
+// or gpt-oss's 2880x2880 top-4 for mxfp4_ids).
+Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows,
+              uint32_t used, const Options& o, const MatvecConfig& cfg, double bw, std::mt19937& rng) {
   const DeviceInfo& dev = ctx.info();
-  const bool mx = kernel == "mxfp4_ids";
-  const GgmlType t = mx ? GgmlType::MXFP4 : GgmlType::Q4_K;
-  const uint32_t ncols = mx ? 2880 : 2048, nrows = mx ? 2880 : 768, used = mx ? 4 : 8;
   const uint64_t ebytes = row_bytes(t, ncols) * nrows, stack = ebytes * o.experts;
   Row row;
   row.kernel = kernel;
@@ -368,11 +398,7 @@ Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, const Opti
     record_matvec_ids(rec, a, cfg);
     rec.timestamp(ts, 2 * i + 1);
   }
-  submit_warm(rec);
-  const auto ns = ts.read_ns(0, 2 * n);
-  std::vector<double> times;
-  for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
-  const double t_ns = std::max(median(times), 1e-3);
+  const double t_ns = std::max(submit_until_steady(rec, [&] { return median_time(ts, warm, n); }), 1e-3);
   const uint64_t bytes = ebytes * used;
   row.config = config_str(matvec_config(dev, t, ncols, nrows, used, cfg));
   row.mib = bytes / 1048576.0;
@@ -406,11 +432,7 @@ double time_dispatches(Context& ctx, const Options& o, const std::function<void(
     record(rec);
     rec.timestamp(ts, 2 * i + 1);
   }
-  submit_warm(rec);
-  const auto ns = ts.read_ns(0, 2 * n);
-  std::vector<double> times;
-  for (int i = warm; i < n; ++i) times.push_back(ns[2 * i + 1] - ns[2 * i]);
-  return std::max(median(times), 1e-3);
+  return std::max(submit_until_steady(rec, [&] { return median_time(ts, warm, n); }), 1e-3);
 }
 
 Buffer random_f32_buffer(Context& ctx, Uploader& upl, uint64_t n, const char* what, std::mt19937& rng) {
@@ -528,11 +550,14 @@ void bench_gemm_ids(Context& ctx, Uploader& upl, uint32_t ncols, uint32_t nrows,
 
 std::vector<MatvecConfig> configs_for(const Options& o) {
   if (o.sweep) {
+    // Lanes per row past the subgroup size too (rows reduced over several
+    // subgroups): fewer units per lane, so fewer dependent loads.
     std::vector<MatvecConfig> v;
-    for (uint32_t wg : {64u, 128u})
-      for (uint32_t tpr : {8u, 16u, 32u})
-        for (uint32_t rpt : {2u, 4u, 8u})
-          for (int pf : {0, 1}) v.push_back({wg, tpr, rpt, 1, pf});
+    for (uint32_t wg : {64u, 128u, 256u})
+      for (uint32_t tpr : {8u, 16u, 32u, 64u, 128u, 256u})
+        for (uint32_t rpt : {1u, 2u, 4u, 8u})
+          for (int pf : {0, 1})
+            if (tpr <= wg && (tpr > 32 || wg < 256 || rpt == 1)) v.push_back({wg, tpr, rpt, 1, pf});
     return v;
   }
   return {o.has_config ? o.config : MatvecConfig{}};
@@ -582,8 +607,17 @@ int run(const Options& o) {
       }
       continue;
     }
-    if (k == "q4_k_ids" || k == "mxfp4_ids") {
-      for (const auto& cfg : configs_for(o)) bench_ids(*ctx, upl, k, o, cfg, bw, rng);
+    if (!ids_kernel_type(k).empty()) {
+      if (!kernel_type(ids_kernel_type(k), t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
+      auto shapes = o.ids_shapes;
+      if (shapes.empty()) shapes = {t == GgmlType::MXFP4 ? std::array<uint32_t, 3>{2880, 2880, 4} : std::array<uint32_t, 3>{2048, 768, 8}};
+      for (const auto& [ncols, nrows, used] : shapes) {
+        if (ncols % type_traits(t).block_size != 0 || used == 0 || used > o.experts) {
+          std::printf("%-10s %ux%u:%u skipped: ncols or experts used do not fit\n", k.c_str(), ncols, nrows, used);
+          continue;
+        }
+        for (const auto& cfg : configs_for(o)) bench_ids(*ctx, upl, k, t, ncols, nrows, used, o, cfg, bw, rng);
+      }
       continue;
     }
     if (!kernel_type(k, t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);

@@ -235,9 +235,13 @@ void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n) {
   drop_prepared();
   embed(tokens, n);
   vk::Recorder& r = next_recorder();
+  const bool profile = prof_ != nullptr;
+  if (profile) begin_profile(r);
   record_resident(r, uint32_t(pos_), n);
+  profiling_ = false;
   r.submit().wait();
   pos_ += int(n);
+  if (profile) collect_profile(/*prompt=*/true, n);
 }
 
 void GpuEngine::decode_resident(int32_t token) {
@@ -250,11 +254,7 @@ void GpuEngine::decode_resident(int32_t token) {
   } else {
     drop_prepared();
     r = &next_recorder();
-    if (profile) {
-      r->reset_timestamps(*prof_, 0, prof_->count());
-      prof_labels_.clear();
-    }
-    profiling_ = profile;
+    if (profile) begin_profile(*r);
     record_resident(*r, uint32_t(pos_), 1);
     profiling_ = false;
   }
@@ -268,10 +268,16 @@ void GpuEngine::decode_resident(int32_t token) {
     prepared_pos_ = pos_;
   }
   done.wait();
-  if (profile) collect_profile();
+  if (profile) collect_profile(/*prompt=*/false, 1);
 }
 
-// ---- profiling (VKMOE_PROFILE=1: GPU time per step of each decoded token) ----
+// ---- profiling (VKMOE_PROFILE=1: GPU time per step of each decoded token and prompt ubatch) ----
+
+void GpuEngine::begin_profile(vk::Recorder& r) {
+  r.reset_timestamps(*prof_, 0, prof_->count());
+  prof_labels_.clear();
+  profiling_ = true;
+}
 
 void GpuEngine::mark(vk::Recorder& r, const char* label) {
   if (!profiling_ || prof_labels_.size() >= prof_->count()) return;
@@ -279,16 +285,35 @@ void GpuEngine::mark(vk::Recorder& r, const char* label) {
   prof_labels_.push_back(label);
 }
 
-void GpuEngine::collect_profile() {
+void GpuEngine::collect_profile(bool prompt, uint32_t n_tokens) {
   if (prof_labels_.empty()) return;
+  StepTimes& st = prompt ? prof_prompt_ : prof_decode_;
   std::vector<double> ns = prof_->read_ns(0, static_cast<uint32_t>(prof_labels_.size()));
   for (size_t i = 1; i < ns.size(); ++i) {
-    auto it = std::find_if(prof_ns_.begin(), prof_ns_.end(), [&](auto& p) { return p.first == prof_labels_[i]; });
-    if (it == prof_ns_.end()) it = prof_ns_.insert(prof_ns_.end(), {prof_labels_[i], 0.0});
+    auto it = std::find_if(st.ns.begin(), st.ns.end(), [&](auto& p) { return p.first == prof_labels_[i]; });
+    if (it == st.ns.end()) it = st.ns.insert(st.ns.end(), {prof_labels_[i], 0.0});
     it->second += ns[i] - ns[i - 1];
   }
-  ++prof_tokens_;
+  ++st.passes;
+  st.tokens += n_tokens;
 }
+
+namespace {
+
+// "GPU time per <unit> (...): T us" and one line per step.
+void report_steps(std::ostream& o, const char* title, const std::vector<std::pair<std::string, double>>& ns,
+                  uint64_t passes) {
+  double total = 0;
+  for (auto& [k, v] : ns) total += v;
+  o << title << total / passes / 1e3 << " us\n";
+  for (auto& [k, v] : ns) {
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-22s %9.1f us %5.1f%%\n", k.c_str(), v / passes / 1e3, 100 * v / total);
+    o << line;
+  }
+}
+
+}  // namespace
 
 std::string GpuEngine::describe() const {
   std::ostringstream o;
@@ -308,15 +333,14 @@ std::string GpuEngine::describe() const {
 
 std::string GpuEngine::stats_report() const {
   std::ostringstream o;
-  if (prof_tokens_ > 0) {
-    double total = 0;
-    for (auto& [k, v] : prof_ns_) total += v;
-    o << "GPU time per decoded token (" << prof_tokens_ << " tokens): " << total / prof_tokens_ / 1e3 << " us\n";
-    for (auto& [k, v] : prof_ns_) {
-      char line[128];
-      std::snprintf(line, sizeof line, "  %-22s %9.1f us %5.1f%%\n", k.c_str(), v / prof_tokens_ / 1e3, 100 * v / total);
-      o << line;
-    }
+  if (prof_prompt_.passes > 0) {
+    const std::string title = "GPU time per prompt ubatch (" + std::to_string(prof_prompt_.passes) + " ubatches, " +
+                              std::to_string(prof_prompt_.tokens / prof_prompt_.passes) + " tokens on average): ";
+    report_steps(o, title.c_str(), prof_prompt_.ns, prof_prompt_.passes);
+  }
+  if (prof_decode_.passes > 0) {
+    const std::string title = "GPU time per decoded token (" + std::to_string(prof_decode_.passes) + " tokens): ";
+    report_steps(o, title.c_str(), prof_decode_.ns, prof_decode_.passes);
   }
   if (!offload_) return o.str() + "expert statistics: all experts resident in VRAM (no cache, no transfers)\n";
   const PrefillStats& p = prefill_stats_;

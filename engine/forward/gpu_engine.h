@@ -86,7 +86,8 @@ class GpuEngine final : public Engine {
   vk::Recorder& next_recorder();
   void drop_prepared();
   void mark(vk::Recorder& r, const char* label);
-  void collect_profile();
+  void begin_profile(vk::Recorder& r);
+  void collect_profile(bool prompt, uint32_t n_tokens);
   std::vector<float> read_logits() const;
 
   const Model& m_;
@@ -146,11 +147,14 @@ class GpuEngine final : public Engine {
   } prefill_stats_;
   RouteStats stats_;
 
-  // GPU time per step of the resident decode (env VKMOE_PROFILE=1).
+  // GPU time per step of the resident decode and prompt ubatches (env VKMOE_PROFILE=1).
+  struct StepTimes {
+    std::vector<std::pair<std::string, double>> ns;  // summed per label, in first-seen order
+    uint64_t passes = 0, tokens = 0;
+  };
   std::unique_ptr<vk::TimestampPool> prof_;
   std::vector<const char*> prof_labels_;
-  std::vector<std::pair<std::string, double>> prof_ns_;
-  uint64_t prof_tokens_ = 0;
+  StepTimes prof_decode_, prof_prompt_;
   bool profiling_ = false;  // the command buffer being recorded takes timestamps
 };
 

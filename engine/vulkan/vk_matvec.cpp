@@ -96,6 +96,19 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
     if (c.prefetch < 0) c.prefetch = 0;
   }
   const uint32_t units = std::max<uint32_t>(ncols / L->qk * L->units_per_block, 1);
+  // Measured on an H100 with the clock held up (bench-shaders --sweep, docs/PERF.md
+  // run 14): a router (f32 2048x128) on 128 lanes per row, one row per
+  // workgroup, took 5.4 us against 8.2 on 32 lanes x 2 rows (a lane's 8
+  // dependent loads were the latency); Q6_K expert down products (768x2048,
+  // top-8) 11.8 us on 8 lanes x 2 rows in 128 threads against 14.1 as 6 rows in 64.
+  const bool long_float_rows = !quant && units >= 128 && uint64_t(nrows) * n_items <= 2048;
+  const bool q6k_experts = large && t == GgmlType::Q6_K && n_items > 1;
+  if (c.workgroup == 0 && c.threads_per_row == 0 && c.rows_per_thread == 0 && (long_float_rows || q6k_experts)) {
+    c.workgroup = std::max<uint32_t>(128, sg);
+    c.threads_per_row = long_float_rows ? 128 : 8;
+    c.rows_per_thread = long_float_rows ? 1 : 2;
+    if (c.prefetch < 0) c.prefetch = 0;
+  }
   if (c.threads_per_row == 0) {
     if (large) {
       c.threads_per_row = t == GgmlType::Q6_K ? 8 : 16;
