@@ -136,9 +136,12 @@ std::string ids_kernel_type(const std::string& k) {
 
 void validate_kernels(const Options& o) {
   GgmlType t;
-  for (const auto& k : o.kernels)
-    if (k != "gemm_ids" && !kernel_type(ids_kernel_type(k).empty() ? (k.rfind("gemm_", 0) == 0 ? k.substr(5) : k) : ids_kernel_type(k), t))
+  for (const auto& k : o.kernels) {
+    // The weight type a kernel name stands for: q4_k, q4_k_ids, gemm_q4_k.
+    const std::string type = !ids_kernel_type(k).empty() ? ids_kernel_type(k) : k.rfind("gemm_", 0) == 0 ? k.substr(5) : k;
+    if (k != "gemm_ids" && !kernel_type(type, t))
       throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
+  }
   if (o.kernels.empty() || o.shapes.empty()) throw Error(std::string("bench-shaders: nothing to run\n") + kUsage);
 }
 
@@ -163,8 +166,6 @@ double median(std::vector<double> v) {
 
 uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
 
-// Submits the recorded commands repeatedly (at least twice, until ~50 ms have
-// passed) so that GPU clocks have ramped up; timestamps hold the last run.
 // Submits the recorded runs again and again, for at least kMinLoad and until
 // their time (`read`: of the last submission) is steady (the last 3 within
 // 2%), or 3 s passed; returns the last time. The minimum matters: an H100's
