@@ -490,7 +490,7 @@ TEST(ShaderMatvecErrors, RejectsBadArguments) {
 // The shader microbenchmark on tiny settings: it must print a positive,
 // finite bandwidth and one sane row per kernel.
 TEST(ShaderMatvecBench, PrintsSaneNumbers) {
-  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,mxfp4,q4_k_ids,mxfp4_ids", "--shapes", "512x40,1024x16",
+  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,mxfp4,q4_k_ids,mxfp4_ids,f32_topk", "--shapes", "512x40,1024x16",
                                    "--iters",       "3",         "--bw-mib", "8", "--pool-mib", "1", "--experts", "16"};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -508,7 +508,7 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
     std::vector<std::string> tok;
     for (std::string t; ls >> t;) tok.push_back(t);
     if (tok.size() != 7 || (tok[0] != "q4_k" && tok[0] != "q6_k" && tok[0] != "f16" && tok[0] != "mxfp4" &&
-                            tok[0] != "q4_k_ids" && tok[0] != "mxfp4_ids"))
+                            tok[0] != "q4_k_ids" && tok[0] != "mxfp4_ids" && tok[0] != "f32_topk"))
       continue;
     ++rows;
     for (int i = 3; i < 7; ++i) {
@@ -517,7 +517,7 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
     }
   }
   EXPECT_TRUE(std::isfinite(bw) && bw > 0) << out;
-  EXPECT_EQ(rows, 4 * 2 + 2) << out;
+  EXPECT_EQ(rows, 5 * 2 + 2) << out;  // 5 kernels x 2 shapes, 2 expert kernels
   std::vector<std::string> bad = {"bench-shaders", "--kernels", "q7_k"};
   std::vector<char*> bargv;
   for (auto& a : bad) bargv.push_back(a.data());

@@ -48,6 +48,7 @@ struct Options {
 const char* kUsage =
     "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_0,q4_1,q5_0,q5_1,\n"
     "                                      iq4_nl,mxfp4,q2_k,q3_k,iq4_xs,TYPE_ids (q4_k_ids...),\n"
+    "                                      TYPE_topk (f32_topk: a router with its top-8),\n"
     "                                      gemm_q4_k,...,gemm_f32,gemm_ids]\n"
     "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat|coopmat2]\n"
     "                           [--shapes NCOLSxNROWS,...] [--ids-shapes NCOLSxNROWS:USED,...]\n"
@@ -126,19 +127,24 @@ Options parse(int argc, char** argv) {
 }
 
 bool kernel_type(const std::string& name, GgmlType& t);
-// "q4_k" of "q4_k_ids"; empty for other names.
-std::string ids_kernel_type(const std::string& k) {
-  const std::string suffix = "_ids";
+// "q4_k" of "q4_k_ids" (suffix "_ids"); empty for names without the suffix.
+std::string suffixed_type(const std::string& k, const std::string& suffix) {
   if (k.size() <= suffix.size() || k.compare(k.size() - suffix.size(), suffix.size(), suffix) != 0 || k == "gemm_ids")
     return "";
   return k.substr(0, k.size() - suffix.size());
 }
+std::string ids_kernel_type(const std::string& k) { return suffixed_type(k, "_ids"); }
+// TYPE_topk: the router product with its fused top-8 (record_matvec_topk).
+std::string topk_kernel_type(const std::string& k) { return suffixed_type(k, "_topk"); }
 
 void validate_kernels(const Options& o) {
   GgmlType t;
   for (const auto& k : o.kernels) {
     // The weight type a kernel name stands for: q4_k, q4_k_ids, gemm_q4_k.
-    const std::string type = !ids_kernel_type(k).empty() ? ids_kernel_type(k) : k.rfind("gemm_", 0) == 0 ? k.substr(5) : k;
+    const std::string type = !ids_kernel_type(k).empty()    ? ids_kernel_type(k)
+                             : !topk_kernel_type(k).empty() ? topk_kernel_type(k)
+                             : k.rfind("gemm_", 0) == 0     ? k.substr(5)
+                                                            : k;
     if (k != "gemm_ids" && !kernel_type(type, t))
       throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
   }
@@ -309,6 +315,22 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
   Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench x");
   Buffer yb = ctx.create_buffer(uint64_t(nrows) * 4, MemoryKind::Device, "bench y");
   upl.upload(xb, 0, x.data(), x.size() * 4).wait();
+  // TYPE_topk: softmax top-8 (renormalized) of the nrows logits in the same dispatch.
+  const bool topk = !topk_kernel_type(kernel).empty();
+  Buffer ids, wts, counter;
+  MatvecTopkTail tail;
+  if (topk) {
+    ids = ctx.create_buffer(8 * 4, MemoryKind::Device, "bench top-k ids");
+    wts = ctx.create_buffer(8 * 4, MemoryKind::Device, "bench top-k weights");
+    counter = ctx.create_buffer(4, MemoryKind::Device, "bench top-k counter");
+    const uint32_t zero = 0;
+    upl.upload(counter, 0, &zero, 4).wait();
+    tail.ids = BufferRange(ids);
+    tail.weights = BufferRange(wts);
+    tail.counter = BufferRange(counter);
+    tail.k = std::min<uint32_t>(8, nrows);
+    tail.router.normalize = true;
+  }
 
   const int warm = 2, n = o.iters + warm;
   TimestampPool ts(ctx, 2 * n);
@@ -325,7 +347,10 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
     a.w = BufferRange(pool, (i % slots) * stride, stride);
     rec.barrier();
     rec.timestamp(ts, 2 * i);
-    record_matvec(rec, a, cfg);
+    if (!topk)
+      record_matvec(rec, a, cfg);
+    else if (!record_matvec_topk(rec, a, tail, cfg))
+      throw Error("bench-shaders: no fused top-k for " + kernel + " " + row.shape + " in this configuration");
     rec.timestamp(ts, 2 * i + 1);
   }
   const double t_ns = std::max(submit_until_steady(rec, [&] { return median_time(ts, warm, n); }), 1e-3);
@@ -621,7 +646,8 @@ int run(const Options& o) {
       }
       continue;
     }
-    if (!kernel_type(k, t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
+    if (!kernel_type(topk_kernel_type(k).empty() ? k : topk_kernel_type(k), t))
+      throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
     for (const auto& [ncols, nrows] : o.shapes) {
       if (ncols % type_traits(t).block_size != 0) {
         std::printf("%-10s %ux%u skipped: ncols is not a multiple of %d\n", k.c_str(), ncols, nrows,
