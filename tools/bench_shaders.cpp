@@ -129,11 +129,10 @@ Options parse(int argc, char** argv) {
 bool kernel_type(const std::string& name, GgmlType& t);
 // "q4_k" of "q4_k_ids" (suffix "_ids"); empty for names without the suffix.
 std::string suffixed_type(const std::string& k, const std::string& suffix) {
-  if (k.size() <= suffix.size() || k.compare(k.size() - suffix.size(), suffix.size(), suffix) != 0 || k == "gemm_ids")
-    return "";
+  if (k.size() <= suffix.size() || k.compare(k.size() - suffix.size(), suffix.size(), suffix) != 0) return "";
   return k.substr(0, k.size() - suffix.size());
 }
-std::string ids_kernel_type(const std::string& k) { return suffixed_type(k, "_ids"); }
+std::string ids_kernel_type(const std::string& k) { return k == "gemm_ids" ? "" : suffixed_type(k, "_ids"); }
 // TYPE_topk: the router product with its fused top-8 (record_matvec_topk).
 std::string topk_kernel_type(const std::string& k) { return suffixed_type(k, "_topk"); }
 
