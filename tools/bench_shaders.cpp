@@ -136,17 +136,21 @@ std::string ids_kernel_type(const std::string& k) { return k == "gemm_ids" ? "" 
 // TYPE_topk: the router product with its fused top-8 (record_matvec_topk).
 std::string topk_kernel_type(const std::string& k) { return suffixed_type(k, "_topk"); }
 
+// The weight type of kernel k (q4_k, q4_k_ids, q4_k_topk, gemm_q4_k: Q4_K);
+// false for unknown names. gemm_ids (always Q4_K) has none.
+bool kernel_weight_type(const std::string& k, GgmlType& t) {
+  const std::string name = !ids_kernel_type(k).empty()    ? ids_kernel_type(k)
+                           : !topk_kernel_type(k).empty() ? topk_kernel_type(k)
+                           : k.rfind("gemm_", 0) == 0     ? k.substr(5)
+                                                          : k;
+  return kernel_type(name, t);
+}
+
 void validate_kernels(const Options& o) {
   GgmlType t;
-  for (const auto& k : o.kernels) {
-    // The weight type a kernel name stands for: q4_k, q4_k_ids, gemm_q4_k.
-    const std::string type = !ids_kernel_type(k).empty()    ? ids_kernel_type(k)
-                             : !topk_kernel_type(k).empty() ? topk_kernel_type(k)
-                             : k.rfind("gemm_", 0) == 0     ? k.substr(5)
-                                                            : k;
-    if (k != "gemm_ids" && !kernel_type(type, t))
+  for (const auto& k : o.kernels)
+    if (k != "gemm_ids" && !kernel_weight_type(k, t))
       throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
-  }
   if (o.kernels.empty() || o.shapes.empty()) throw Error(std::string("bench-shaders: nothing to run\n") + kUsage);
 }
 
@@ -612,7 +616,9 @@ int run(const Options& o) {
               "%bw");
   bool gemm_header = false;
   for (const auto& k : o.kernels) {
-    GgmlType t;
+    GgmlType t = GgmlType::F32;
+    if (k != "gemm_ids" && !kernel_weight_type(k, t))
+      throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
     if (k.rfind("gemm_", 0) == 0) {
       if (!gemm_header) {
         std::printf("GEMM: shape = ncols x nrows : tokens (gemm_ids: per expert, tokens routed top-8 over experts);\n"
@@ -624,7 +630,7 @@ int run(const Options& o) {
       for (const auto& [ncols, nrows, tokens] : o.gemm_shapes) {
         if (k == "gemm_ids") {
           bench_gemm_ids(*ctx, upl, ncols, nrows, tokens, o, rng);
-        } else if (kernel_type(k.substr(5), t) && gemm_supported(t) && ncols % std::max(32, type_traits(t).block_size) == 0) {
+        } else if (gemm_supported(t) && ncols % std::max(32, type_traits(t).block_size) == 0) {
           bench_gemm(*ctx, upl, k, t, ncols, nrows, tokens, o, rng);
         } else {
           std::printf("%-10s %ux%u:%u skipped: unsupported type or ncols\n", k.c_str(), ncols, nrows, tokens);
@@ -633,7 +639,6 @@ int run(const Options& o) {
       continue;
     }
     if (!ids_kernel_type(k).empty()) {
-      if (!kernel_type(ids_kernel_type(k), t)) throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
       auto shapes = o.ids_shapes;
       if (shapes.empty()) shapes = {t == GgmlType::MXFP4 ? std::array<uint32_t, 3>{2880, 2880, 4} : std::array<uint32_t, 3>{2048, 768, 8}};
       for (const auto& [ncols, nrows, used] : shapes) {
@@ -645,8 +650,6 @@ int run(const Options& o) {
       }
       continue;
     }
-    if (!kernel_type(topk_kernel_type(k).empty() ? k : topk_kernel_type(k), t))
-      throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
     for (const auto& [ncols, nrows] : o.shapes) {
       if (ncols % type_traits(t).block_size != 0) {
         std::printf("%-10s %ux%u skipped: ncols is not a multiple of %d\n", k.c_str(), ncols, nrows,
