@@ -5,7 +5,7 @@
 # llama.cpp's llama-bench on the same synthetic Qwen3-30B-A3B file in the same
 # call. Carry devbin/ (scripts/pack_devbin.sh), devbin_base/, .gl/ and
 # anchors/llama.tar.xz.
-# usage: scripts/perf_decode.sh [profile] [bench] [llama]
+# usage: [MODES="--moe-mode resident,..."] [LLAMA_MODES="-fa 1,..."] scripts/perf_decode.sh [profile] [bench] [llama]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
@@ -25,13 +25,15 @@ for step in "${@:-profile bench llama}"; do
         done 2>&1 | tee -a "$OUT/profile.txt" ;;
       bench)
         for b in $bins; do
-          for a in "--moe-mode resident" "--vram-budget 12GiB"; do
+          IFS=, read -ra modes <<< "${MODES:---moe-mode resident,--vram-budget 12GiB}"
+          for a in "${modes[@]}"; do
             run env LD_LIBRARY_PATH=$PWD/$b/lib:$LD_LIBRARY_PATH $b/vkmoe bench -m $MODEL -p 0 -n 128 -d 0,4096 -r 3 $a
           done
         done 2>&1 | tee -a "$OUT/vkmoe_decode.txt" ;;
       llama)
         unpack_llama
-        for a in "-fa 1" "-fa 0" "-ncmoe 20 -fa 1"; do
+        IFS=, read -ra lmodes <<< "${LLAMA_MODES:--fa 1,-fa 0,-ncmoe 20 -fa 1}"
+        for a in "${lmodes[@]}"; do
           run /tmp/ll/llama-bench -m $MODEL -ngl 99 -p 0 -n 128 -d 0,4096 -r 3 $a
         done 2>&1 | tee -a "$OUT/llama_decode.txt" ;;
       *) echo "unknown step $s" ;;
