@@ -3,7 +3,10 @@
 // Compile-time: WTYPE (weight type, shaders/wtype.glsl), INDEXED (MoE expert variant),
 // GLU (the input is act(x, u) of a second vector u: a SwiGLU fused into the
 // product), TAIL_TOPK (non-indexed: the dispatch's last workgroup also routes
-// the logits y, shaders/matvec_tail.glsl).
+// the logits y, shaders/matvec_tail.glsl), NORM (with TAIL_TOPK: the input is
+// the RMS norm of x times a weight vector; each row group sums x^2 as it reads
+// x and scales its dot products once reduced, and the last workgroup also
+// writes the normalized x for the products after it).
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2),
 // 2 = RPT rows per lane (1..8), 3 = subgroup reductions (1) or shared memory (0),
 // 4 = software-pipelined weight loads (1) or not (0), 5 = GLU activation
@@ -29,8 +32,14 @@
 #ifndef TAIL_TOPK
 #define TAIL_TOPK 0
 #endif
+#ifndef NORM
+#define NORM 0
+#endif
 #if TAIL_TOPK && INDEXED
 #error "the top-k tail is for single matrices"
+#endif
+#if NORM && !TAIL_TOPK
+#error "the folded norm is the router's (with its top-k tail)"
 #endif
 
 #if WTYPE == WT_F32
@@ -152,13 +161,35 @@ layout(push_constant) uniform Push {
   uint tail_out_offset, tail_counter;
   uint topk_k, topk_normalize, topk_gating, topk_has_bias, topk_n_group, topk_topk_group;
   float topk_scale;
+  float norm_eps;
+  uint norm_check;  // NORM: a non-finite sum of x^2 lowers first_bad to this (0: no check)
+  uint norm_out_offset;  // NORM: first float of the normalized x (a multiple of 4)
 } p;
+
+#if NORM
+// The norm weights (indexed from x's first value), the non-finite flag (as
+// rms_norm.comp's) and the normalized x the last workgroup writes.
+layout(set = 0, binding = 7) readonly buffer NW { vec4 norm_w4[]; };
+layout(set = 0, binding = 8) buffer NF { uint first_bad; };
+layout(set = 0, binding = 9) writeonly buffer XN { vec4 xn4[]; };
+shared float tail_scale;
+float x_ss = 0.0;   // this lane's sum of x^2 over the units it read
+uint x_first4 = 0;  // x's first vec4
+vec4 x_normed(uint i) {
+  const vec4 v = x4[i];
+  x_ss += dot(v, v);
+  return v * norm_w4[i - x_first4];
+}
+#undef XV
+#define XV(i) x_normed(i)
+#endif
 
 #include "dequant.glsl"
 
 const uint MAX_WG = 256;
 const uint MAX_RPT = 8;
-shared float red[MAX_WG * MAX_RPT];
+const uint NR = RPT + NORM;  // reduced sums per row group: its rows' dots, then sum(x^2)
+shared float red[MAX_WG * (MAX_RPT + 1)];
 #if TAIL_TOPK
 #include "matvec_tail.glsl"
 #endif
@@ -502,13 +533,17 @@ void main() {
   const uint units = nb * UPB;
   const uint row_bytes = nb * BLOCK_BYTES;
   const uint xb = xbase / 4;
+#if NORM
+  x_first4 = xb;
+#endif
 
   uint rowb[MAX_RPT];
-  float acc[MAX_RPT];
+  float acc[MAX_RPT + 1];
   [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) {
     rowb[r] = wbase + min(row0 + r, p.nrows - 1) * row_bytes;  // clamped: tail rows recompute the last row
     acc[r] = 0.0;
   }
+  acc[MAX_RPT] = 0.0;
   // Software-pipelined: the next unit's weights and x are loaded before the
   // current unit is computed, keeping DRAM requests in flight.
   if (PREFETCH == 0) {
@@ -543,60 +578,82 @@ void main() {
     xd = xn;
     u = un;
   }
+#if NORM
+  [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+    if (r == RPT) acc[r] = x_ss;
+#endif
 
   // Reduce over the TPR lanes of each row group; lane 0 ends with the sums.
   if (USE_SUBGROUP != 0 && TPR <= gl_SubgroupSize) {
     if (TPR == gl_SubgroupSize) {
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-        if (r < RPT) acc[r] = subgroupAdd(acc[r]);
+      [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+        if (r < NR) acc[r] = subgroupAdd(acc[r]);
     } else {
       for (uint o = TPR / 2; o > 0; o >>= 1) {
-        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-          if (r < RPT) acc[r] += subgroupShuffleXor(acc[r], o);
+        [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+          if (r < NR) acc[r] += subgroupShuffleXor(acc[r], o);
       }
     }
   } else if (USE_SUBGROUP != 0) {
     // TPR spans several subgroups: reduce each, then combine their partials.
     const uint parts = TPR / gl_SubgroupSize;
-    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-      if (r < RPT) {
+    [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+      if (r < NR) {
         acc[r] = subgroupAdd(acc[r]);
-        if (gl_SubgroupInvocationID == 0) red[(grp * RPT + r) * parts + lane / gl_SubgroupSize] = acc[r];
+        if (gl_SubgroupInvocationID == 0) red[(grp * NR + r) * parts + lane / gl_SubgroupSize] = acc[r];
       }
     barrier();
     if (lane == 0) {
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-        if (r < RPT) {
-          float s = 0.0;
-          for (uint i = 0; i < parts; ++i) s += red[(grp * RPT + r) * parts + i];
-          acc[r] = s;
+      [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+        if (r < NR) {
+          float sum = 0.0;
+          for (uint i = 0; i < parts; ++i) sum += red[(grp * NR + r) * parts + i];
+          acc[r] = sum;
         }
     }
   } else {
-    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-      if (r < RPT) red[r * WG + tid] = acc[r];
+    [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+      if (r < NR) red[r * WG + tid] = acc[r];
     barrier();
     for (uint s = TPR / 2; s > 0; s >>= 1) {
       if (lane < s) {
-        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-          if (r < RPT) red[r * WG + tid] += red[r * WG + tid + s];
+        [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+          if (r < NR) red[r * WG + tid] += red[r * WG + tid + s];
       }
       barrier();
     }
-    [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-      if (r < RPT) acc[r] = red[r * WG + tid];
+    [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+      if (r < NR) acc[r] = red[r * WG + tid];
   }
 
+  float scale = 1.0;  // lane 0: x's norm scale (NORM)
+#if NORM
+  float ss = 0.0;
+  [[unroll]] for (uint r = 0; r <= MAX_RPT; ++r)
+    if (r == RPT) ss = acc[r];
+  scale = inversesqrt(ss / float(p.ncols) + p.norm_eps);
+  if (tid == 0 && p.norm_check != 0 && wg == 0 && (isnan(ss) || isinf(ss))) atomicMin(first_bad, p.norm_check);
+#endif
   if (lane == 0) {
     [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) {
       const uint row = row0 + r;
       if (r < RPT && row < p.nrows) {
         const uint yi = ybase + row;
-        y[yi] = p.accumulate != 0 ? y[yi] + acc[r] : acc[r];
+        y[yi] = p.accumulate != 0 ? y[yi] + scale * acc[r] : scale * acc[r];
       }
     }
   }
 #if TAIL_TOPK
-  if (last_workgroup()) route_topk(ybase);
+  if (last_workgroup()) {
+#if NORM
+    // x's scale is the same in every row group: the last workgroup's lane 0
+    // of row group 0 has it; the workgroup writes the normalized x.
+    if (tid == 0) tail_scale = scale;
+    barrier();
+    for (uint i = gl_LocalInvocationID.x; i < p.ncols / 4; i += WG)
+      xn4[p.norm_out_offset / 4 + i] = x4[xb + i] * tail_scale * norm_w4[i];
+#endif
+    route_topk(ybase);
+  }
 #endif
 }

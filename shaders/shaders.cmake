@@ -39,6 +39,8 @@ function(vkmoe_matvec_variants PREFIX SRC)
       vkmoe_shader(matvec_glu_${tname} ${SRC} WTYPE=${tid} GLU=1)
       vkmoe_shader(matvec_ids_glu_${tname} ${SRC} WTYPE=${tid} INDEXED=1 GLU=1)
       vkmoe_shader(matvec_topk_${tname} ${SRC} WTYPE=${tid} TAIL_TOPK=1)
+      # ... with the RMS norm of its input folded in (the decode router).
+      vkmoe_shader(matvec_topk_norm_${tname} ${SRC} WTYPE=${tid} TAIL_TOPK=1 NORM=1)
     endif()
   endforeach()
 endfunction()

@@ -223,7 +223,11 @@ TEST(ShaderMoe, TopkRouterVariantsMatchRouteTopk) {
 // sharing one counter. The logits must match the scalar product (1e-4 of
 // sum |w x| + 1e-5) and the routing must be route_topk's of those logits
 // (ids exact, weights within 1e-5 relative); inputs whose decision is within
-// 1e-4 of a tie are redrawn. The counter must be left at 0.
+// 1e-4 of a tie are redrawn. The counter must be left at 0. The second
+// dispatch folds an RMS norm into its input (MatvecTopkTail::norm_w): its
+// logits are checked against the product with the normalized x computed
+// here, and the normalized x it writes against that (1e-5 relative + 1e-6);
+// a finite x must leave the non-finite flag.
 TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -249,18 +253,29 @@ TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
       for (uint32_t r = 0; r < c.n_expert; ++r) quantize_row(t, &wf[size_t(r) * ncols], &w[r * rb], ncols);
       const std::vector<float> bias = c.bias ? e.randn(c.n_expert, 0.5f) : std::vector<float>{};
       // Two inputs whose decisions are clear of ties.
-      std::vector<float> x, logits_ref(2 * c.n_expert);
+      std::vector<float> x, logits_ref(2 * c.n_expert), xn_ref;
       std::vector<double> mags(2 * c.n_expert);
+      std::vector<float> norm_w = e.randn(ncols, 0.3f);
+      for (float& v : norm_w) v += 1.f;
+      const float eps = 1e-6f;
       for (uint32_t d = 0; d < 2; ++d) {
-        std::vector<float> xd;
+        std::vector<float> xd, xin;
         do {
-          xd = e.randn(ncols, 1.f);
+          xd = e.randn(ncols, d == 1 ? 7.f : 1.f);
+          xin = xd;
+          if (d == 1) {
+            double ss = 0;
+            for (float v : xd) ss += double(v) * v;
+            const double scale = 1.0 / std::sqrt(ss / ncols + eps);
+            for (uint32_t i = 0; i < ncols; ++i) xin[i] = float(xd[i] * scale * norm_w[i]);
+            xn_ref = xin;
+          }
           for (uint32_t r = 0; r < c.n_expert; ++r) {
-            logits_ref[d * c.n_expert + r] = dot_row_f32(t, &w[r * rb], xd.data(), ncols);
+            logits_ref[d * c.n_expert + r] = dot_row_f32(t, &w[r * rb], xin.data(), ncols);
             std::vector<float> deq(ncols);
             dequantize_row(t, &w[r * rb], deq.data(), ncols);
             double m = 0;
-            for (uint32_t i = 0; i < ncols; ++i) m += std::fabs(double(deq[i]) * xd[i]);
+            for (uint32_t i = 0; i < ncols; ++i) m += std::fabs(double(deq[i]) * xin[i]);
             mags[d * c.n_expert + r] = m;
           }
         } while (decision_gap(&logits_ref[d * c.n_expert], c.bias ? bias.data() : nullptr, c.n_expert, c.k, c.rp) <
@@ -270,7 +285,8 @@ TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
       // Without a bias, x stands in for the unused bias binding.
       Buffer bw = e.buf(w), bx = e.buf(x), by = e.buf(std::vector<float>(2 * c.n_expert, kNaN)),
              bi = e.buf(std::vector<int32_t>(2 * c.k, -7)), bwt = e.buf(std::vector<float>(2 * c.k, kNaN)),
-             bb = e.buf(c.bias ? bias : x), bc = e.buf(std::vector<uint32_t>(4, 0));
+             bb = e.buf(c.bias ? bias : x), bc = e.buf(std::vector<uint32_t>(4, 0)), bn = e.buf(norm_w),
+             bf = e.buf(std::vector<uint32_t>(1, 99)), bxn = e.buf(std::vector<float>(ncols + 8, kNaN));
       Recorder rec(*e.ctx);
       rec.begin();
       for (uint32_t d = 0; d < 2; ++d) {
@@ -291,6 +307,14 @@ TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
         tail.router = c.rp;
         tail.counter = bc;
         tail.counter_index = 3;
+        if (d == 1) {
+          tail.norm_w = bn;
+          tail.norm_flag = bf;
+          tail.norm_out = bxn;
+          tail.norm_out_offset = 8;
+          tail.norm_eps = eps;
+          tail.norm_check = 5;
+        }
         ASSERT_TRUE(record_matvec_topk(rec, a, tail)) << "lavapipe has subgroup reductions";
         rec.barrier();
       }
@@ -299,6 +323,11 @@ TEST(ShaderMoe, RouterMatvecTopkMatchesRouteTopk) {
       const auto ids = e.read<int32_t>(bi, 2 * c.k);
       const auto wts = e.read<float>(bwt, 2 * c.k);
       EXPECT_EQ(e.read<uint32_t>(bc, 4), std::vector<uint32_t>(4, 0)) << "the counter must be left at 0";
+      EXPECT_EQ(e.read<uint32_t>(bf, 1)[0], 99u) << "a finite input must leave the non-finite flag";
+      const auto xn = e.read<float>(bxn, ncols + 8);
+      for (uint32_t i = 0; i < 8; ++i) ASSERT_TRUE(std::isnan(xn[i])) << "xn before its offset was written";
+      for (uint32_t i = 0; i < ncols; ++i)
+        ASSERT_NEAR(xn[8 + i], xn_ref[i], 1e-5 * std::fabs(xn_ref[i]) + 1e-6) << "normalized x " << i;
       for (uint32_t d = 0; d < 2; ++d) {
         for (uint32_t r = 0; r < c.n_expert; ++r) {
           const uint32_t q = d * c.n_expert + r;

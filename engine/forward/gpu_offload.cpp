@@ -69,6 +69,7 @@ void GpuEngine::record_offload_a(vk::Recorder& r, int il) {
   r.barrier();
   prog_->attention(r, il, uint32_t(pos_), 1, false);
   if (!m_.layers()[il].spec.moe) return;
+  prog_->ffn_norm(r, il, 1);
   prog_->router(r, il, 1);
   const bool predict = predicts(il);
   if (predict) {  // layer il+1's router applied to this layer's hidden state
@@ -227,6 +228,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     prog_->attention(ra, il, uint32_t(pos_), n, false);
     const bool moe = m_.layers()[il].spec.moe;
     if (moe) {
+      prog_->ffn_norm(ra, il, n);
       prog_->router(ra, il, n);
       ra.barrier();
       ra.copy(a.rlog, 0, readback_, rb_rlog_, uint64_t(n) * N * 4);

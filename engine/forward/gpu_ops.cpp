@@ -98,7 +98,8 @@ void GpuOps::linear_glu(vk::Recorder& r, const GpuTensor& w, Rows g, Rows u, Ffn
   linear(r, w, g, y, n, acc);
 }
 
-bool GpuOps::router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk) const {
+bool GpuOps::router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk,
+                         const GpuTensor* norm_w, float eps, uint32_t check, Rows xn) const {
   if (tk.n_tokens != 1 || tk.n_expert != w.nrows || !one_binding(w)) return false;
   vk::MatvecTopkTail t;
   t.ids = tk.ids;
@@ -107,6 +108,14 @@ bool GpuOps::router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::
   t.k = tk.k;
   t.router = tk.router;
   t.counter = counters_;
+  if (norm_w) {
+    t.norm_w = norm_w->buf;
+    t.norm_flag = non_finite_;
+    t.norm_out = *xn.buf;
+    t.norm_out_offset = xn.offset;
+    t.norm_eps = eps;
+    t.norm_check = check;
+  }
   vk::MatvecArgs a = matvec_args(w, x, x, false);
   a.y = tk.logits;
   a.y_offset = 0;

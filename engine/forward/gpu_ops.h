@@ -44,8 +44,11 @@ class GpuOps {
                   bool acc = false) const;
   // tk.logits = W x and their top-k (record_moe_topk's, one token) in one
   // dispatch. Returns false, recording nothing, where the fused kernel does not
-  // apply (then record the two with a barrier between).
-  bool router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk) const;
+  // apply (then record the two with a barrier between). With norm_w, the
+  // input is rms_norm(x) * norm_w (rms_norm's, eps and check as there), also
+  // written to xn: the norm step folded into the router.
+  bool router_topk(vk::Recorder& r, const GpuTensor& w, Rows x, const vk::MoeTopkArgs& tk,
+                   const GpuTensor* norm_w = nullptr, float eps = 0.f, uint32_t check = 0, Rows xn = {}) const;
   // Workgroup size for a row of width values that one workgroup reduces alone
   // (a decode norm): an invocation per 4 values, 64 to 1024 within the
   // device's limit, as such a step's time is its load latency.

@@ -120,9 +120,15 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
     ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);
     r.barrier();
   }
-  ops_.rms_norm(r, x, &g.ffn_norm, xn, E, n, c_.norm_eps, non_finite_site::after_attention(il));
+  mark_(r, "out proj");
+}
+
+void LayerProgram::ffn_norm(vk::Recorder& r, int il, uint32_t n) const {
+  const uint32_t E = c_.n_embd;
+  ops_.rms_norm(r, Rows(a_.x, E), &g_.layers[il].ffn_norm, Rows(a_.xn, E), E, n, c_.norm_eps,
+                non_finite_site::after_attention(il));
   r.barrier();
-  mark_(r, "out proj + ffn norm");
+  mark_(r, "ffn norm");
 }
 
 void LayerProgram::swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down,
@@ -137,6 +143,7 @@ void LayerProgram::swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuT
 
 void LayerProgram::dense_ffn(vk::Recorder& r, int il, uint32_t n) const {
   const GpuLayer& g = g_.layers[il];
+  ffn_norm(r, il, n);
   swiglu_ffn(r, g.ffn_gate, g.ffn_up, g.ffn_down, c_.n_ff, a_.x, n, /*acc=*/true, m_.layers()[il].spec.act);
   mark_(r, "dense ffn");
 }
@@ -183,14 +190,23 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   tk.logit_stride = N;
   tk.router = c_.router;
   if (m_.layers()[il].spec.probs_bias) tk.bias = g.exp_probs_b.buf;
-  // One token without a router bias: the product and its top-k in one dispatch.
-  if (m_.layers()[il].spec.router_bias || !ops_.router_topk(r, g.router, Rows(a_.xn, E), tk)) {
-    router(r, il, n);
+  // One token without a router bias: the ffn norm, the router product and its
+  // top-k in one dispatch (the norm's output xn also written there).
+  const bool router_bias = m_.layers()[il].spec.router_bias;
+  if (!router_bias && ops_.router_topk(r, g.router, Rows(a_.x, E), tk, &g.ffn_norm, c_.norm_eps,
+                                       non_finite_site::after_attention(il), Rows(a_.xn, E))) {
     r.barrier();
-    vk::record_moe_topk(r, tk);
+    mark_(r, "ffn norm + router + top-k");
+  } else {
+    ffn_norm(r, il, n);
+    if (router_bias || !ops_.router_topk(r, g.router, Rows(a_.xn, E), tk)) {
+      router(r, il, n);
+      r.barrier();
+      vk::record_moe_topk(r, tk);
+    }
+    r.barrier();
+    mark_(r, "router + top-k");
   }
-  r.barrier();
-  mark_(r, "router + top-k");
   const ExpertBuffers w{&g.gate_exps.buf, &g.up_exps.buf, &g.down_exps.buf, N};
   if (n > 1) {
     vk::MoeGroupArgs gr;

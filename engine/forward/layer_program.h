@@ -28,18 +28,21 @@ class LayerProgram {
   using Mark = std::function<void(vk::Recorder&, const char*)>;
   LayerProgram(const Model& m, const GpuModel& g, Activations& a, const GpuOps& ops, vk::KvType kv, Mark mark);
 
-  // Attention block; leaves x += attention and xn = ffn_norm(x).
+  // Attention block; leaves x += attention.
   // normed: xn already holds attn_norm(x) (fused into the previous layer).
   void attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const;
-  // x += dense SwiGLU FFN (xn).
+  // xn = ffn_norm(x), for the FFN blocks that read xn.
+  void ffn_norm(vk::Recorder& r, int il, uint32_t n) const;
+  // x += dense SwiGLU FFN of ffn_norm(x) (computed here).
   void dense_ffn(vk::Recorder& r, int il, uint32_t n) const;
-  // x += sigmoid(gate . xn) * shared expert(xn), when the layer has one.
+  // x += sigmoid(gate . xn) * shared expert(xn), when the layer has one (after ffn_norm).
   void shared_expert(vk::Recorder& r, int il, uint32_t n) const;
   // rlog[t] = router . xn[t] (rows of n_expert, starting at row `row0`).
   void router(vk::Recorder& r, int il, uint32_t n, uint32_t row0 = 0) const;
   // Layer il's router logits of the rows x (e.g. a prediction from another layer's state).
   void router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const;
-  // Resident MoE (router, top-k, experts, combine, shared expert). With
+  // Resident MoE (ffn norm, router, top-k, experts, combine, shared expert;
+  // one token without a router bias folds the norm into the router). With
   // next_norm, n == 1 and no shared expert, the combine also writes
   // xn = rmsnorm(x) * next_norm; returns whether it did.
   bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const;

@@ -172,9 +172,11 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
 }
 
 // The fused top-k tail (shaders/matvec_tail.glsl): bindings 3..6 (5: the
-// counter) and the push block with its tail_* / topk_* fields set.
+// counter), with a folded norm also 7..9 (matvec.comp), and the push block
+// with its tail_* / topk_* / norm_* fields set.
 struct Tail {
-  BufferRange bindings[4];
+  std::vector<BufferRange> bindings;
+  bool norm = false;
   MatvecPush push;
 };
 
@@ -256,7 +258,8 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
                      : std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread,
                                              static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0),
                                              a.glu_act};
-  const std::string variant = std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? "topk_" : "") + L->suffix;
+  const std::string variant =
+      std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? (tail->norm ? "topk_norm_" : "topk_") : "") + L->suffix;
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;
@@ -274,9 +277,10 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     rec.dispatch(ctx.pipeline("matvec_" + variant, 4, sizeof(MatvecPush), spec), {w_binding, a.x, a.y, a.glu_up}, push,
                  gx, 1, gz);
   } else if (tail) {
-    const BufferRange* t = tail->bindings;
-    rec.dispatch(ctx.pipeline("matvec_" + variant, 7, sizeof(MatvecPush), spec),
-                 {w_binding, a.x, a.y, t[0], t[1], t[2], t[3]}, push, gx, 1, gz);
+    std::vector<BufferRange> b = {w_binding, a.x, a.y};
+    b.insert(b.end(), tail->bindings.begin(), tail->bindings.end());
+    rec.dispatch(ctx.pipeline("matvec_" + variant, static_cast<uint32_t>(b.size()), sizeof(MatvecPush), spec), b,
+                 &push, sizeof push, gx, 1, gz);
   } else {
     const Pipeline& p = ctx.pipeline("matvec_" + variant, 3, sizeof(MatvecPush), spec);
     rec.dispatch(p, {w_binding, a.x, a.y}, push, gx, 1, gz);
@@ -298,7 +302,18 @@ bool record_matvec_topk(Recorder& rec, const MatvecArgs& a, const MatvecTopkTail
   const bool has_bias = tail.bias.buffer != VK_NULL_HANDLE;
   if (has_bias) check_range("bias", tail.bias, uint64_t(a.nrows) * 4);
   // Without bias its binding is unused: bind the ids in its place.
-  Tail t{{tail.ids, tail.weights, tail.counter, has_bias ? tail.bias : tail.ids}, {}};
+  Tail t{{tail.ids, tail.weights, tail.counter, has_bias ? tail.bias : tail.ids}, false, {}};
+  if (tail.norm_w.buffer != VK_NULL_HANDLE) {
+    check_range("norm weights", tail.norm_w, uint64_t(a.ncols) * 4);
+    check_range("non-finite flag", tail.norm_flag, 4);
+    if (tail.norm_out_offset % 4 != 0) throw Error("internal error: matvec norm_out_offset must be a multiple of 4");
+    check_range("normalized x", tail.norm_out, (uint64_t(tail.norm_out_offset) + a.ncols) * 4);
+    t.norm = true;
+    t.bindings.insert(t.bindings.end(), {tail.norm_w, tail.norm_flag, tail.norm_out});
+    t.push.norm_eps = tail.norm_eps;
+    t.push.norm_check = tail.norm_check;
+    t.push.norm_out_offset = tail.norm_out_offset;
+  }
   t.push.tail_out_offset = tail.out_offset;
   t.push.tail_counter = tail.counter_index;
   t.push.topk_k = tail.k;

@@ -76,6 +76,15 @@ struct MatvecTopkTail {
   RouterParams router;
   BufferRange counter;
   uint32_t counter_index = 0;
+  // Folded RMS norm: when norm_w is bound (ncols floats), the product's input
+  // is x / sqrt(mean(x^2) + norm_eps) * norm_w (GpuOps::rms_norm's), each row
+  // group summing x^2 as it reads x, and the last workgroup also writes that
+  // input to norm_out[norm_out_offset ..] (a multiple of 4) for the products
+  // after it. A non-finite sum lowers the uint norm_flag to norm_check when
+  // that is not 0.
+  BufferRange norm_w, norm_flag, norm_out;
+  uint32_t norm_out_offset = 0, norm_check = 0;
+  float norm_eps = 0.f;
 };
 
 // Push-constant block shared by all variants (must match matvec.comp).
@@ -86,6 +95,8 @@ struct MatvecPush {
   uint32_t tail_out_offset, tail_counter;
   uint32_t topk_k, topk_normalize, topk_gating, topk_has_bias, topk_n_group, topk_topk_group;
   float topk_scale;
+  float norm_eps;
+  uint32_t norm_check, norm_out_offset;
 };
 
 // The configuration record_matvec* would use (after resolving the 0 fields).
