@@ -191,7 +191,9 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   tk.router = c_.router;
   if (m_.layers()[il].spec.probs_bias) tk.bias = g.exp_probs_b.buf;
   // One token without a router bias: the ffn norm, the router product and its
-  // top-k in one dispatch (the norm's output xn also written there).
+  // top-k in one dispatch (the norm's output xn also written there). Where the
+  // fused kernel does not apply, three steps (it does not apply without the
+  // norm either).
   const bool router_bias = m_.layers()[il].spec.router_bias;
   if (!router_bias && ops_.router_topk(r, g.router, Rows(a_.x, E), tk, &g.ffn_norm, c_.norm_eps,
                                        non_finite_site::after_attention(il), Rows(a_.xn, E))) {
@@ -199,11 +201,9 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
     mark_(r, "ffn norm + router + top-k");
   } else {
     ffn_norm(r, il, n);
-    if (router_bias || !ops_.router_topk(r, g.router, Rows(a_.xn, E), tk)) {
-      router(r, il, n);
-      r.barrier();
-      vk::record_moe_topk(r, tk);
-    }
+    router(r, il, n);
+    r.barrier();
+    vk::record_moe_topk(r, tk);
     r.barrier();
     mark_(r, "router + top-k");
   }

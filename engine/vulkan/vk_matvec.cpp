@@ -1,7 +1,9 @@
 #include "engine/vulkan/vk_matvec.h"
 
 #include <algorithm>
+#include <array>
 #include <optional>
+#include <span>
 
 #include "engine/vulkan/vk_moe.h"
 #include "engine/vulkan/weight_types.h"
@@ -175,9 +177,10 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
 // counter), with a folded norm also 7..9 (matvec.comp), and the push block
 // with its tail_* / topk_* / norm_* fields set.
 struct Tail {
-  std::vector<BufferRange> bindings;
-  bool norm = false;
+  std::array<BufferRange, 7> bindings;
+  uint32_t n_bindings = 4;  // 7 with a folded norm
   MatvecPush push;
+  bool norm() const { return n_bindings == 7; }
 };
 
 // Returns false (recording nothing) where a top-k tail does not fit the configuration.
@@ -259,7 +262,7 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
                                              static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0),
                                              a.glu_act};
   const std::string variant =
-      std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? (tail->norm ? "topk_norm_" : "topk_") : "") + L->suffix;
+      std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? (tail->norm() ? "topk_norm_" : "topk_") : "") + L->suffix;
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;
@@ -277,10 +280,11 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     rec.dispatch(ctx.pipeline("matvec_" + variant, 4, sizeof(MatvecPush), spec), {w_binding, a.x, a.y, a.glu_up}, push,
                  gx, 1, gz);
   } else if (tail) {
-    std::vector<BufferRange> b = {w_binding, a.x, a.y};
-    b.insert(b.end(), tail->bindings.begin(), tail->bindings.end());
-    rec.dispatch(ctx.pipeline("matvec_" + variant, static_cast<uint32_t>(b.size()), sizeof(MatvecPush), spec), b,
-                 &push, sizeof push, gx, 1, gz);
+    std::array<BufferRange, 3 + std::tuple_size_v<decltype(tail->bindings)>> b = {w_binding, a.x, a.y};
+    std::copy_n(tail->bindings.begin(), tail->n_bindings, b.begin() + 3);
+    const uint32_t n = 3 + tail->n_bindings;
+    rec.dispatch(ctx.pipeline("matvec_" + variant, n, sizeof(MatvecPush), spec), std::span(b.data(), n), &push,
+                 sizeof push, gx, 1, gz);
   } else {
     const Pipeline& p = ctx.pipeline("matvec_" + variant, 3, sizeof(MatvecPush), spec);
     rec.dispatch(p, {w_binding, a.x, a.y}, push, gx, 1, gz);
@@ -302,14 +306,16 @@ bool record_matvec_topk(Recorder& rec, const MatvecArgs& a, const MatvecTopkTail
   const bool has_bias = tail.bias.buffer != VK_NULL_HANDLE;
   if (has_bias) check_range("bias", tail.bias, uint64_t(a.nrows) * 4);
   // Without bias its binding is unused: bind the ids in its place.
-  Tail t{{tail.ids, tail.weights, tail.counter, has_bias ? tail.bias : tail.ids}, false, {}};
+  Tail t{{tail.ids, tail.weights, tail.counter, has_bias ? tail.bias : tail.ids}, 4, {}};
   if (tail.norm_w.buffer != VK_NULL_HANDLE) {
     check_range("norm weights", tail.norm_w, uint64_t(a.ncols) * 4);
     check_range("non-finite flag", tail.norm_flag, 4);
     if (tail.norm_out_offset % 4 != 0) throw Error("internal error: matvec norm_out_offset must be a multiple of 4");
     check_range("normalized x", tail.norm_out, (uint64_t(tail.norm_out_offset) + a.ncols) * 4);
-    t.norm = true;
-    t.bindings.insert(t.bindings.end(), {tail.norm_w, tail.norm_flag, tail.norm_out});
+    t.bindings[4] = tail.norm_w;
+    t.bindings[5] = tail.norm_flag;
+    t.bindings[6] = tail.norm_out;
+    t.n_bindings = 7;
     t.push.norm_eps = tail.norm_eps;
     t.push.norm_check = tail.norm_check;
     t.push.norm_out_offset = tail.norm_out_offset;
