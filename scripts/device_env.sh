@@ -20,6 +20,10 @@ peak() {
   return $rc
 }
 run() { echo "--- $*"; peak "$@" 2>&1 | grep -v "^  layer\|uploading\|copying experts"; }
+# The synthetic Qwen3-30B-A3B Q4_K_M file (uniform routing): its path in
+# MODEL; qwen3_model also writes it once per machine.
+MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
+qwen3_model() { [ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }; }
 # The synthetic Qwen3-30B-A3B Q4_K_M file with trained-MoE routing statistics
 # (vkmoe synth --set $SET, default router_skew=0.3,branch_scale=0.2): its path
 # in M; routing_model also writes it once per machine and lets it settle.

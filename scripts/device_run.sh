@@ -5,7 +5,6 @@
 #   steps: info tests golden each (GTEST_FILTER) coopmat hf shaders cpu synth bench profile ds-perf
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
 for step in "$@"; do
   echo "=== $step ($(date +%T))"
   case $step in

@@ -7,8 +7,7 @@
 # usage: [ROUNDS=N] [BINS="a b"] [PROFILE=1] scripts/perf_ab.sh [vkmoe bench arguments]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
-[ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+qwen3_model
 args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(-p 0 -n 128 -r 5 --moe-mode resident)
 for round in $(seq 1 "${ROUNDS:-2}"); do

@@ -6,8 +6,7 @@
 # .gl/ and anchors/llama.tar.xz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
-[ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+qwen3_model
 sync; sleep 3; unpack_llama
 for b in devbin_base devbin devbin_base devbin devbin_base devbin; do
   echo "--- $b ($(date +%T))"; run $b/vkmoe bench -m $MODEL -p 0 -n 128 -r 3 --vram-budget 12GiB 2>&1 | grep "tg128\|peak"

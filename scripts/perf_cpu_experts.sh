@@ -9,11 +9,10 @@
 # usage: scripts/perf_cpu_experts.sh [kernels] [cpu-moe] [budget]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
 lscpu | grep -E "^(Model name|CPU\(s\)|Thread|Core|Socket|NUMA node\(s\))"
 grep -o -w -E "avx512_vnni|avx_vnni|avx512bw|avx2" /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-[ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+qwen3_model
 sync; sleep 3  # the file's write-back would take memory bandwidth from the first runs
 unpack_llama
 for s in ${@:-cpu-moe budget kernels}; do

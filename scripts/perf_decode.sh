@@ -8,9 +8,8 @@
 # usage: [MODES="--moe-mode resident,..."] [LLAMA_MODES="-fa 1,..."] scripts/perf_decode.sh [profile] [bench] [llama]
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-[ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+qwen3_model
 bins=devbin
 [ -d devbin_base ] && bins="devbin_base devbin"
 for step in "${@:-profile bench llama}"; do

@@ -5,8 +5,7 @@
 # the same call. Carry devbin/, devbin_base/, .gl/ and anchors/llama.tar.xz.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
-[ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+qwen3_model
 sync; sleep 3
 unpack_llama
 echo "=== cpu-moe ($(date +%T))"

@@ -7,10 +7,9 @@
 #   quick: pp512 and tg128 only, both programs, each mode (fits one 10-minute device call)
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
 what=${1:-all}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-[ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+qwen3_model
 unpack_llama
 if [ "$what" = quick ]; then
   for a in "--moe-mode resident" "--vram-budget 12GiB" "--moe-mode cpu-moe"; do

@@ -9,7 +9,6 @@
 # Carry devbin/ and .gl/.   usage: scripts/perf_profile.sh [profile|gemm|sweep|shapes|all]...
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
-MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
 warm_up() { $B/vkmoe bench-shaders --kernels q4_k --shapes 4096x4096 >/dev/null 2>&1; }
 for what in "${@:-all}"; do
@@ -37,7 +36,7 @@ for what in "${@:-all}"; do
     done 2>&1 | grep -E "^---|^(f32|q4_k|q6_k)" | tee -a "$OUT/shapes.txt"
   fi
   if [ "$what" = all ] || [ "$what" = profile ]; then
-    [ -f $MODEL ] || { echo "synth $(date +%T)"; $B/vkmoe synth --preset qwen3-30b-a3b -o $MODEL 2>&1 | tail -1; }
+    qwen3_model
     warm_up
     VKMOE_PROFILE=1 $B/vkmoe bench -m $MODEL -p 512 -n 64 -r 3 --moe-mode resident --expert-stats 2>&1 |
       grep -v "uploading" | tee -a "$OUT/profile.txt"
