@@ -6,7 +6,8 @@
 // column = one table tile of BN = 32 slot rows, one expert).
 // Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
 // workgroup, 2 = BN tokens per workgroup, 3 = WM, 4 = WN rows/tokens per
-// subgroup, 5..7 = TM, TN, TK fragment sizes, 8 = SG subgroup size,
+// subgroup (WM / TM <= 4 and WN / TN <= 2 fragments), 5..7 = TM, TN, TK
+// fragment sizes, 8 = SG subgroup size,
 // 9 = BK columns per step (multiple of 32).
 //
 // Each step of BK columns: every thread decodes 16-element chunks of W
@@ -249,11 +250,46 @@ Raw load_x(int row, uint kc) {
   return r;
 }
 
+#define ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
+#define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA>
+#define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB>
+// One B fragment times the NI A fragments into one column of accumulators.
+#define MMA_COLUMN(fb, x0, x1, x2, x3)                 \
+  x0 = coopMatMulAdd(fa0, fb, x0);                     \
+  if (NI > 1) x1 = coopMatMulAdd(fa1, fb, x1);         \
+  if (NI > 2) x2 = coopMatMulAdd(fa2, fb, x2);         \
+  if (NI > 3) x3 = coopMatMulAdd(fa3, fb, x3);
+
+uint row0, col0;  // the workgroup's first weight row and token (or slot)
+
+// Fragment (i, j) of this subgroup: through shared memory, then per element
+// with bounds checks.
+void store_frag(ACC c, uint i, uint j) {
+  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
+  const uint wm = warp % WARPS_M, wn = warp / WARPS_M;
+  coopMatStore(c, sout, warp * TM * TN, TM, gl_CooperativeMatrixLayoutColumnMajor);
+  subgroupMemoryBarrierShared();
+  subgroupBarrier();
+  for (uint e = lane; e < TM * TN; e += SG) {
+    const uint r = row0 + wm * WM + i * TM + e % TM, n = col0 + wn * WN + j * TN + e / TM;
+#if INDEXED
+    const bool ok = r < p.nrows && table[p.slot_token_off + n] >= 0;
+#else
+    const bool ok = r < p.nrows && n < p.n_tokens;
+#endif
+    if (ok) {
+      const uint yi = p.y_offset + n * p.y_stride + r;
+      y[yi] = p.accumulate != 0 ? y[yi] + sout[warp * TM * TN + e] : sout[warp * TM * TN + e];
+    }
+  }
+  subgroupBarrier();
+}
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = warp % WARPS_M, wn = warp / WARPS_M;
-  const uint row0 = gl_WorkGroupID.x * BM;
+  row0 = gl_WorkGroupID.x * BM;
   uint wbase = p.w_offset;
 #if INDEXED
   const uint tile = gl_WorkGroupID.y;
@@ -261,9 +297,9 @@ void main() {
   const int expert = table[p.tile_expert_off + tile];
   if (expert < 0 || uint(expert) >= p.n_experts) return;
   wbase += uint(expert) * p.expert_stride;
-  const uint col0 = tile * BN;  // first slot
+  col0 = tile * BN;  // first slot
 #else
-  const uint col0 = gl_WorkGroupID.y * BN;  // first token
+  col0 = gl_WorkGroupID.y * BN;  // first token
 #endif
   const uint row_bytes = p.ncols / QK * BLOCK_BYTES;
 
@@ -285,9 +321,11 @@ void main() {
 #endif
   }
 
-  coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator> acc[NI * NJ];
-  [[unroll]] for (uint i = 0; i < NI * NJ; ++i)
-    acc[i] = coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>(0.0);
+  // Accumulators as separate variables, not an array: NVIDIA's compiler keeps
+  // arrays of more than two fragments in local memory. Unused ones (NI < 4,
+  // NJ < 2) are removed at specialization.
+  ACC c00 = ACC(0.0), c10 = ACC(0.0), c20 = ACC(0.0), c30 = ACC(0.0);
+  ACC c01 = ACC(0.0), c11 = ACC(0.0), c21 = ACC(0.0), c31 = ACC(0.0);
 
   Raw ra[A_PER_T], rb[B_PER_T];
   const uint steps = (p.ncols + BK - 1) / BK;
@@ -327,15 +365,22 @@ void main() {
       LOAD_STEP((s + 1) * BK)
     }
     [[unroll]] for (uint kk = 0; kk < BK / TK; ++kk) {
-      coopmat<float16_t, gl_ScopeSubgroup, TM, TK, gl_MatrixUseA> fa[NI];
-      [[unroll]] for (uint i = 0; i < NI; ++i)
-        coopMatLoad(fa[i], sa, cur * BM * SROW + (wm * WM + i * TM) * SROW + kk * (TK / 4), SROW,
-                    gl_CooperativeMatrixLayoutRowMajor);
-      [[unroll]] for (uint j = 0; j < NJ; ++j) {
-        coopmat<float16_t, gl_ScopeSubgroup, TK, TN, gl_MatrixUseB> fb;
-        coopMatLoad(fb, sb, cur * BN * SROW + (wn * WN + j * TN) * SROW + kk * (TK / 4), SROW,
-                    gl_CooperativeMatrixLayoutColumnMajor);
-        [[unroll]] for (uint i = 0; i < NI; ++i) acc[i * NJ + j] = coopMatMulAdd(fa[i], fb, acc[i * NJ + j]);
+      const uint a0 = cur * BM * SROW + (wm * WM) * SROW + kk * (TK / 4);
+      const uint b0 = cur * BN * SROW + (wn * WN) * SROW + kk * (TK / 4);
+      FRAG_A fa0, fa1, fa2, fa3;
+      coopMatLoad(fa0, sa, a0, SROW, gl_CooperativeMatrixLayoutRowMajor);
+      if (NI > 1) coopMatLoad(fa1, sa, a0 + TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
+      if (NI > 2) coopMatLoad(fa2, sa, a0 + 2 * TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
+      if (NI > 3) coopMatLoad(fa3, sa, a0 + 3 * TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
+      {
+        FRAG_B fb;
+        coopMatLoad(fb, sb, b0, SROW, gl_CooperativeMatrixLayoutColumnMajor);
+        MMA_COLUMN(fb, c00, c10, c20, c30)
+      }
+      if (NJ > 1) {
+        FRAG_B fb;
+        coopMatLoad(fb, sb, b0 + TN * SROW, SROW, gl_CooperativeMatrixLayoutColumnMajor);
+        MMA_COLUMN(fb, c01, c11, c21, c31)
       }
     }
     if (more) {
@@ -344,25 +389,14 @@ void main() {
     barrier();
   }
 
-  // Each fragment: through shared memory, then per element with bounds checks.
-  [[unroll]] for (uint i = 0; i < NI; ++i) {
-    [[unroll]] for (uint j = 0; j < NJ; ++j) {
-      coopMatStore(acc[i * NJ + j], sout, warp * TM * TN, TM, gl_CooperativeMatrixLayoutColumnMajor);
-      subgroupMemoryBarrierShared();
-      subgroupBarrier();
-      for (uint e = lane; e < TM * TN; e += SG) {
-        const uint r = row0 + wm * WM + i * TM + e % TM, n = col0 + wn * WN + j * TN + e / TM;
-#if INDEXED
-        const bool ok = r < p.nrows && table[p.slot_token_off + n] >= 0;
-#else
-        const bool ok = r < p.nrows && n < p.n_tokens;
-#endif
-        if (ok) {
-          const uint yi = p.y_offset + n * p.y_stride + r;
-          y[yi] = p.accumulate != 0 ? y[yi] + sout[warp * TM * TN + e] : sout[warp * TM * TN + e];
-        }
-      }
-      subgroupBarrier();
-    }
+  store_frag(c00, 0, 0);
+  if (NI > 1) store_frag(c10, 1, 0);
+  if (NI > 2) store_frag(c20, 2, 0);
+  if (NI > 3) store_frag(c30, 3, 0);
+  if (NJ > 1) {
+    store_frag(c01, 0, 1);
+    if (NI > 1) store_frag(c11, 1, 1);
+    if (NI > 2) store_frag(c21, 2, 1);
+    if (NI > 3) store_frag(c31, 3, 1);
   }
 }

@@ -7,7 +7,10 @@
 //
 // Numerics: each weight and activation is rounded to f16 (relative 2^-11;
 // values beyond +-65504 overflow), products are summed in f32.
-// VKMOE_COOPMAT_TILE=L|M|S|XS forces a workgroup tile (benchmarks).
+// VKMOE_COOPMAT_TILE=L|M|XS32 (expert-grouped: L|S) forces a workgroup tile; VKMOE_COOPMAT_SHAPE and
+// VKMOE_COOPMAT_IDS_SHAPE=BM,BN,WM,WN,BK any fitting one for the dense and the
+// expert-grouped kernel (benchmarks; expert-grouped needs BN = 32).
+#include <cstdio>
 #include <cstdlib>
 #include <iterator>
 #include <string>
@@ -19,18 +22,21 @@
 namespace vkmoe::vk {
 namespace {
 
-
 // Workgroup tile: BM weight rows x BN tokens, subgroups of WM x WN each, BK
 // columns per step.
 struct Tile {
   const char* name;
   uint32_t bm, bn, wm, wn, bk;
 };
-constexpr Tile kTiles[] = {{"L", 128, 128, 64, 32, 32}, {"M", 128, 64, 32, 32, 32}, {"S", 64, 64, 32, 32, 64},
-                           {"XS", 64, 32, 32, 16, 64}, {"XS32", 64, 32, 32, 16, 32}};
+// Largest first. Q4_K on an H100 (PERF.md run 16): per subgroup, 64 x 32 and
+// 32 x 32 outputs beat 32 x 16 when there are workgroups enough for the SMs
+// (dense 2048 x 4096 x 512 tokens: L 104, M 72, XS32 44 TFLOP/s).
+constexpr Tile kTiles[] = {{"L", 128, 128, 64, 32, 32}, {"M", 64, 64, 32, 32, 32}, {"XS32", 64, 32, 32, 16, 32}};
 // Expert-grouped: one MoE table tile (kMoeTileRows slots) per workgroup column.
-constexpr Tile kIdsTiles[] = {{"L", 128, kMoeTileRows, 32, 16, 32}, {"M", 128, kMoeTileRows, 32, 32, 32},
-                              {"S", 64, kMoeTileRows, 32, 16, 32}};
+constexpr Tile kIdsTiles[] = {{"L", 192, kMoeTileRows, 32, 32, 32}, {"S", 64, kMoeTileRows, 32, 16, 32}};
+// Dense: the largest tile giving at least this many workgroups (about one per
+// SM of an H100; fewer leave SMs idle, which costs more than smaller tiles).
+constexpr uint64_t kMinWorkgroups = 128;
 
 struct Frag {
   uint32_t m = 0, n = 0, k = 0;
@@ -54,7 +60,9 @@ uint32_t shared_bytes(const Tile& t, const Frag& f) {
   return 2 * (t.bm + t.bn) * (t.bk + 8) * 2 + warps * f.m * f.n * 4;
 }
 
+// Fragments per subgroup: at most 4 x 2 (the shader's separate accumulators).
 bool tile_fits(const DeviceInfo& d, const Tile& t, const Frag& f) {
+  if (t.wm % f.m || t.wn % f.n || t.wm / f.m > 4 || t.wn / f.n > 2) return false;
   const uint32_t threads = (t.bm / t.wm) * (t.bn / t.wn) * d.subgroup_size;
   return threads <= d.max_workgroup_invocations && threads <= d.max_workgroup_size[0] &&
          shared_bytes(t, f) <= d.max_shared_memory_bytes;
@@ -77,28 +85,33 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: coopmat GEMM ") + what + " range exceeds 4 GiB");
 }
 
-// Default: the fastest measured on an H100 (Q4_K, 512 tokens; scripts/gpu_coopmat_test.sh):
-// dense XS32 (32-43 TFLOP/s vs 7-35 for the others), expert-grouped S (24 vs 13-19).
-// Otherwise the largest fitting tile giving >= 256 workgroups, else the smallest that fits.
+// VKMOE_COOPMAT_SHAPE / _IDS_SHAPE, else VKMOE_COOPMAT_TILE, else: expert-grouped,
+// the first that fits; dense, the first that fits and gives kMinWorkgroups,
+// else the fitting one giving the most.
 const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols) {
   const Tile* list = indexed ? kIdsTiles : kTiles;
   const size_t n = indexed ? std::size(kIdsTiles) : std::size(kTiles);
+  if (const char* shape = std::getenv(indexed ? "VKMOE_COOPMAT_IDS_SHAPE" : "VKMOE_COOPMAT_SHAPE")) {
+    static Tile custom_dense{"custom", 0, 0, 0, 0, 0}, custom_ids{"custom", 0, 0, 0, 0, 0};
+    Tile& custom = indexed ? custom_ids : custom_dense;
+    if (std::sscanf(shape, "%u,%u,%u,%u,%u", &custom.bm, &custom.bn, &custom.wm, &custom.wn, &custom.bk) == 5 &&
+        custom.wm && custom.wn && custom.bm % custom.wm == 0 && custom.bn % custom.wn == 0 && custom.bk % 32 == 0 &&
+        (!indexed || custom.bn == kMoeTileRows) && tile_fits(d, custom, f))
+      return &custom;
+  }
   if (const char* force = std::getenv("VKMOE_COOPMAT_TILE")) {
     for (size_t i = 0; i < n; ++i)
       if (std::string(force) == list[i].name && tile_fits(d, list[i], f)) return &list[i];
   }
-  const char* preferred = indexed ? "S" : "XS32";
-  for (size_t i = 0; i < n; ++i)
-    if (std::string(preferred) == list[i].name && tile_fits(d, list[i], f) && list[i].wm % f.m == 0 &&
-        list[i].wn % f.n == 0)
-      return &list[i];
   const Tile* best = nullptr;
+  uint64_t best_wgs = 0;
   for (size_t i = 0; i < n; ++i) {
     const Tile& t = list[i];
-    if (!tile_fits(d, t, f) || t.wm % f.m || t.wn % f.n) continue;
-    best = &t;
-    const uint64_t wgs = uint64_t((nrows + t.bm - 1) / t.bm) * (indexed ? cols : (cols + t.bn - 1) / t.bn);
-    if (wgs >= 256) break;
+    if (!tile_fits(d, t, f)) continue;
+    if (indexed) return &t;
+    const uint64_t wgs = uint64_t((nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn);
+    if (wgs >= kMinWorkgroups) return &t;
+    if (wgs > best_wgs) best = &t, best_wgs = wgs;
   }
   return best;
 }

@@ -10,6 +10,7 @@
 
 #include "engine/vulkan/alloc_fault.h"
 #include "engine/vulkan/device_lost.h"
+#include "engine/vulkan/pipeline_stats.h"
 #include "engine/vulkan/shaders.h"
 
 namespace vkmoe::vk {
@@ -720,9 +721,18 @@ void Context::init(int device_index, const ContextOptions& opts) {
   if (info_.integer_dot) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (info_.cooperative_matrix) exts.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   if (info_.cooperative_matrix2) exts.push_back(kCoopMat2Extension);
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};
   {
     const auto all = device_extensions(phys_);
     if (has_extension(all, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
+    if (pipeline_stats_requested() && has_extension(all, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME)) {
+      exts.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
+      pef.pipelineExecutableInfo = VK_TRUE;
+      pef.pNext = f2.pNext;
+      f2.pNext = &pef;
+      pipeline_stats_ = true;
+    }
   }
 
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
@@ -970,8 +980,10 @@ const Pipeline& Context::pipeline(const std::string& shader, uint32_t n_bindings
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
     ci.layout = p->layout;
+    if (pipeline_stats_) ci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
     r = vkCreateComputePipelines(device_, VK_NULL_HANDLE, 1, &ci, nullptr, &p->pipeline);
     vkDestroyShaderModule(device_, module, nullptr);
+    if (r == VK_SUCCESS && pipeline_stats_) print_pipeline_stats(device_, p->pipeline, shader, spec);
   }
   if (r != VK_SUCCESS) {
     vkDestroyPipelineLayout(device_, p->layout, nullptr);

@@ -310,6 +310,7 @@ class Context {
   VkDevice device_ = VK_NULL_HANDLE;
   std::unique_ptr<Queue> compute_, transfer_;
   bool push_descriptors_ = false;
+  bool pipeline_stats_ = false;  // VKMOE_PIPELINE_STATS (pipeline_stats.h)
   PFN_vkCmdPushDescriptorSetKHR cmd_push_descriptor_ = nullptr;
   VkPhysicalDeviceMemoryProperties mem_props_{};
   std::atomic<uint64_t> allocated_total_{0};
