@@ -3,7 +3,7 @@
 // GL_KHR_cooperative_matrix: f16 inputs, f32 accumulation (see vk_gemm.h).
 // Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
 // matvec.comp), INDEXED (expert-grouped over a MoE table: one workgroup
-// column = one table tile of BN = 32 slot rows, one expert).
+// column = one table tile of BN = kMoeTileRows slot rows, one expert).
 // Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
 // workgroup, 2 = BN tokens per workgroup, 3 = WM, 4 = WN rows/tokens per
 // subgroup (WM / TM <= 4 and WN / TN <= 2 fragments), 5..7 = TM, TN, TK

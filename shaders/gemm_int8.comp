@@ -18,6 +18,7 @@
 // BN = kMoeTileRows slots of one expert; activation row = gather_x ? slot_token : slot.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_spirv_intrinsics : require
+#include "moe_table.glsl"
 
 #define WT_Q8_0 4
 #define WT_Q4_K 5
@@ -54,9 +55,11 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 int sdot4(int a, int b, spirv_literal int packed_format);
 
 const uint WG = 128;
-const uint BM = 64, BN = 32, BK = 4;  // BN = kMoeTileRows
-const uint TM = 4, TN = 4;            // outputs per thread: BM * BN = WG * TM * TN
+const uint BM = 64, BK = 4;
+const uint BN = INDEXED != 0 ? MOE_TILE_ROWS : 32;  // tokens (slots) per workgroup
+const uint TM = 4, TN = BN / 8;       // outputs per thread: BM * BN = WG * TM * TN
 const uint ROW_THREADS = BM / TM;     // 16
+const uint XL = BN * BK / WG;         // activation blocks each thread loads per step
 layout(local_size_x = 128) in;
 
 #ifdef W16
@@ -148,8 +151,8 @@ void main() {
   uint wbase = p.w_offset;
   const uint row_units = (p.ncols / QK) * BLOCK_UNITS;
 
-  // This thread's activation row for the tile loads (token tid / BK), or -1.
-  const uint ln = tid / BK, lb = tid % BK;
+  // This thread's activation rows for the tile loads (tokens (tid + l * WG) / BK), or -1.
+  int xrow[XL];
 #if INDEXED
   const uint tile = gl_WorkGroupID.y;
   if (tile >= uint(table[p.count_off])) return;
@@ -157,11 +160,17 @@ void main() {
   if (e < 0 || uint(e) >= p.n_experts) return;
   wbase += uint(e) * p.expert_stride;
   const uint col0 = tile * BN;
-  const int tok = table[p.slot_token_off + col0 + ln];
-  const int xrow = tok < 0 ? -1 : (p.gather_x != 0 ? tok : int(col0 + ln));
+  [[unroll]] for (uint l = 0; l < XL; ++l) {
+    const uint ln = (tid + l * WG) / BK;
+    const int tok = table[p.slot_token_off + col0 + ln];
+    xrow[l] = tok < 0 ? -1 : (p.gather_x != 0 ? tok : int(col0 + ln));
+  }
 #else
   const uint col0 = gl_WorkGroupID.y * BN;
-  const int xrow = col0 + ln < p.n_tokens ? int(col0 + ln) : -1;
+  [[unroll]] for (uint l = 0; l < XL; ++l) {
+    const uint ln = (tid + l * WG) / BK;
+    xrow[l] = col0 + ln < p.n_tokens ? int(col0 + ln) : -1;
+  }
 #endif
 
   float acc[TM][TN];
@@ -179,20 +188,20 @@ void main() {
       sw[r * SW_STRIDE + 2 * b + 1] = q1;
       swd[r * SWD_STRIDE + b] = f;
     }
-    // Activation tile: BN * BK = WG blocks, one each.
-    {
-      const uint blk = k0 + lb;
+    // Activation tile: BN * BK blocks, XL per thread.
+    [[unroll]] for (uint l = 0; l < XL; ++l) {
+      const uint u = tid + l * WG, blk = k0 + u % BK;
       ivec4 q0 = ivec4(0), q1 = ivec4(0);
       vec2 f = vec2(0.0);
-      if (xrow >= 0 && blk < nblk) {
-        const uint bi = uint(xrow) * nblk + blk;
+      if (xrow[l] >= 0 && blk < nblk) {
+        const uint bi = uint(xrow[l]) * nblk + blk;
         q0 = xq[bi * 2];
         q1 = xq[bi * 2 + 1];
         f = xds[p.ds_offset + bi];
       }
-      sx[tid * 2] = q0;
-      sx[tid * 2 + 1] = q1;
-      sxd[tid] = f;
+      sx[u * 2] = q0;
+      sx[u * 2 + 1] = q1;
+      sxd[u] = f;
     }
     barrier();
 

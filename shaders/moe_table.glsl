@@ -2,7 +2,7 @@
 // MoeLayout has the fields of vkmoe::MoeTableLayout in the same order, so the
 // C++ struct can be copied into a push-constant block as is. The *_idx
 // functions give word indices into the table buffer.
-const uint MOE_TILE_ROWS = 32u;
+const uint MOE_TILE_ROWS = 64u;
 const uint MOE_NO_SLOT = 0xffffffffu;
 
 struct MoeLayout {

@@ -9,6 +9,7 @@
 // INDEXED: rows are MoeTable slots; rows of tiles past the used count and
 // padding slots (slot_token < 0) are skipped.
 #extension GL_EXT_control_flow_attributes : require
+#include "moe_table.glsl"
 #ifndef INDEXED
 #define INDEXED 0
 #endif
@@ -33,7 +34,7 @@ void main() {
   const uint row = gl_WorkGroupID.y;
   if (blk >= nblk || row >= p.n_rows) return;
 #if INDEXED
-  if (row / 32 >= uint(table[p.count_off]) || table[p.slot_token_off + row] < 0) return;
+  if (row / MOE_TILE_ROWS >= uint(table[p.count_off]) || table[p.slot_token_off + row] < 0) return;
 #endif
   const uint xb = p.x_offset + row * p.x_stride + blk * 32;
   float v[32];

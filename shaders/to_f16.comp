@@ -6,6 +6,7 @@
 // are multiples of 4.
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#include "moe_table.glsl"
 #ifndef INDEXED
 #define INDEXED 0
 #endif
@@ -29,7 +30,7 @@ void main() {
   const uint out_i = row * (p.ncols / 4) + c;
   uint src = row;
 #if INDEXED
-  if (row / 32 >= uint(table[p.count_off])) return;
+  if (row / MOE_TILE_ROWS >= uint(table[p.count_off])) return;
   const int tok = table[p.slot_token_off + row];
   if (tok < 0) {
     h4[out_i] = f16vec4(0);

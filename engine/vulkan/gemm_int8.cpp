@@ -8,6 +8,7 @@
 // Numerics: x is replaced by dx * q, dx = max|x| / 127 over its 32-block, so
 // |error| <= sum_i |w_i| dx(i) / 2 beyond f32 rounding (the Q8 activation
 // rounding of the int8-x matvec, vk_matvec.h).
+#include <algorithm>
 #include <string>
 
 #include "base/error.h"
@@ -16,9 +17,9 @@
 namespace vkmoe::vk {
 namespace {
 
-constexpr uint32_t kTileRows = 64, kTileTokens = 32;  // BM, BN in gemm_int8.comp
-constexpr uint32_t kSharedBytes = 16896;              // its shared tiles
-static_assert(kTileTokens == kMoeTileRows);
+constexpr uint32_t kTileRows = 64, kTileTokens = 32;  // BM, dense BN in gemm_int8.comp (expert-grouped: kMoeTileRows)
+// Its shared tiles with the larger BN: weights 64 x (9 ivec4 + 5 vec2), activations BN x 4 (2 ivec4 + vec2).
+constexpr uint32_t kSharedBytes = 64 * (9 * 16 + 5 * 8) + std::max(kTileTokens, kMoeTileRows) * 4 * (2 * 16 + 8);
 
 struct Int8Type {
   const char* suffix;

@@ -18,7 +18,10 @@
 
 namespace vkmoe {
 
-constexpr uint32_t kMoeTileRows = 32;
+// 64: with 32 the expert-grouped GEMMs decode each weight for too few tokens
+// (H100, Qwen3-30B-A3B shapes: pp512 +10%, pp2048 +15% in place despite the
+// padding of ~32 routed tokens per expert at 512; PERF.md run 16).
+constexpr uint32_t kMoeTileRows = 64;
 constexpr uint32_t kMoeNoSlot = 0xffffffffu;
 
 struct MoeTableLayout {

@@ -30,7 +30,7 @@ constexpr Tile kLarge{256, 128, 128, kBK, 8, 8}, kMedium{256, 128, 64, kBK, 8, 4
     kTiny{32, 64, 8, kBK, 4, 4};
 // Expert-grouped tile: BN is one MoeTable tile of slots. (On an H100 BM = 64
 // beat BM = 128 with 8x4 per thread by ~25% at every MoE shape measured.)
-constexpr Tile kIds{128, 64, kMoeTileRows, kBK, 4, 4};
+constexpr Tile kIds{128, 64, kMoeTileRows, kBK, 8, 4};
 
 // Shader constraints (see gemm.comp), checked at compile time.
 constexpr bool valid_tile(const Tile& t) {
