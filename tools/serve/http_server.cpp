@@ -65,7 +65,13 @@ void handle_completion(ServeCore& core, Endpoint ep, const httplib::Request& req
   const char* what = ep == Endpoint::Chat ? "chat" : "completion";
   if (!p.stream) {
     auto turn = core.wait_turn();
-    const GenerateResult r = core.generate(turn, g);
+    GenerateResult r;
+    try {
+      r = core.generate(turn, g);
+    } catch (const ApiError&) {  // the engine failed for good: this reply is written on return
+      core.mark_fatal_reply_sent();
+      throw;
+    }
     if (r.finish == FinishReason::Cancelled) throw ApiError(503, "the server is shutting down", "shutting_down");
     log_generation(what, r, openai_finish_reason(r.finish));
     reply_json(res, 200, completion_json(meta, r));
@@ -76,7 +82,8 @@ void handle_completion(ServeCore& core, Endpoint ep, const httplib::Request& req
   res.set_header("X-Accel-Buffering", "no");
   res.set_chunked_content_provider(
       "text/event-stream", [&core, g, meta, include_usage, what](size_t, httplib::DataSink& sink) {
-        bool ok = true;  // false once a write failed: the client went away
+        bool ok = true;      // false once a write failed: the client went away
+        bool fatal = false;  // the engine failed for good during this reply
         auto send = [&](const std::string& s) {
           if (ok) ok = sink.write(s.data(), s.size());
           return ok;
@@ -99,6 +106,7 @@ void handle_completion(ServeCore& core, Endpoint ep, const httplib::Request& req
             send(kSseDone);
           }
         } catch (const ApiError& e) {
+          fatal = e.code == "device_lost";
           send(sse_event(error_json(e)));
         } catch (const std::exception& e) {
           std::fprintf(stderr, "%s: error: %s\n", what, e.what());
@@ -107,6 +115,7 @@ void handle_completion(ServeCore& core, Endpoint ep, const httplib::Request& req
           send(sse_event(error_json(ApiError(500, "unknown internal error", "internal_error"))));
         }
         if (ok) sink.done();
+        if (fatal) core.mark_fatal_reply_sent();
         return ok;
       });
 }
@@ -282,6 +291,7 @@ int run_server(const Model& model, Engine& engine, const Tokenizer& tok, const S
   // finish the connections it has.
   std::atomic<bool> done{false};
   std::thread watcher([&] {
+    std::chrono::steady_clock::time_point fatal_seen{};
     while (!done.load()) {
       if (int sig = g_signal.load(); sig != 0 && svr.is_running()) {
         std::fprintf(stderr, "%s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -289,9 +299,15 @@ int run_server(const Model& model, Engine& engine, const Tokenizer& tok, const S
         svr.stop();
         return;
       }
-      if (!core.fatal_error().empty() && svr.is_running()) {  // the failing request has its error
-        svr.stop();
-        return;
+      // The engine failed: stop once the failing request has its error (or
+      // after 2 s, should that reply never complete).
+      if (!core.fatal_error().empty() && svr.is_running()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (fatal_seen == std::chrono::steady_clock::time_point{}) fatal_seen = now;
+        if (core.fatal_reply_sent() || now - fatal_seen > std::chrono::seconds(2)) {
+          svr.stop();
+          return;
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }

@@ -39,6 +39,10 @@ class ServeCore {
   // the failing request ApiError 500 "device_lost", shut the queue down, and
   // this holds the message the server exits with ("" until then).
   std::string fatal_error() const;
+  // The failing request's reply is complete (set by its handler), so the
+  // server may stop without cutting it off.
+  void mark_fatal_reply_sent() { fatal_reply_sent_ = true; }
+  bool fatal_reply_sent() const { return fatal_reply_sent_.load(); }
 
   const std::string& model_id() const { return model_id_; }
   int n_ctx() const { return n_ctx_; }
@@ -56,6 +60,7 @@ class ServeCore {
   std::atomic<bool> stopping_{false};
   mutable std::mutex fatal_mu_;
   std::string fatal_;
+  std::atomic<bool> fatal_reply_sent_{false};
 };
 
 }  // namespace vkmoe::serve
