@@ -11,6 +11,8 @@ export LD_LIBRARY_PATH=$PWD/devbin/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 B=devbin
 unpack_llama() { mkdir -p /tmp/ll && tar xJf anchors/llama.tar.xz -C /tmp/ll; }
+# ~1 s of GPU load, so that a measurement does not start at an idle H100's 345 MHz
+warm_up() { $B/vkmoe bench-shaders --kernels q4_k --shapes 4096x4096 >/dev/null 2>&1; }
 # peak VRAM (MiB) of one command
 peak() {
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > /tmp/vram.log & local s=$!

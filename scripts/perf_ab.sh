@@ -12,7 +12,7 @@ args=("$@")
 [ ${#args[@]} -eq 0 ] && args=(-p 0 -n 128 -r 5 --moe-mode resident)
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for b in ${BINS:-devbin_base devbin}; do
-    $B/vkmoe bench-shaders --kernels q4_k --shapes 4096x4096 >/dev/null 2>&1
+    warm_up
     echo "--- round $round $b $(date +%T)"
     VKMOE_PROFILE=${PROFILE:-} LD_LIBRARY_PATH=$PWD/$b/lib:$LD_LIBRARY_PATH $b/vkmoe bench -m $MODEL "${args[@]}" ${PROFILE:+--expert-stats} 2>&1 |
       if [ -n "${PROFILE:-}" ]; then sed -n '/per decoded token/,/^expert/p'; else grep -E "^\| qwen"; fi

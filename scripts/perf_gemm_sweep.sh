@@ -3,13 +3,14 @@
 # bench-shaders TFLOP/s of the dense and expert-grouped Q4_K GEMMs (512 tokens)
 # for each BM,BN,WM,WN,BK in DENSE / IDS (VKMOE_COOPMAT_SHAPE / _IDS_SHAPE),
 # then, when PP=1, resident pp512 of the synthetic Qwen3-30B-A3B file with the
-# default shapes and with the fastest of each sweep. Carry devbin/ and .gl/.
+# default shapes and with the fastest of each sweep (scripts/perf_prefill_ab.sh).
+# Carry devbin/ and .gl/.
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 DENSE=${DENSE:-"64,32,32,16,32 64,64,32,32,32 128,64,64,32,32 128,128,64,32,32 128,32,64,32,32 64,32,32,32,32 128,64,32,32,32 64,64,64,32,32 128,32,32,32,32 64,32,64,32,32 64,64,32,32,64"}
 IDS=${IDS:-"64,32,32,16,32 64,32,32,32,32 128,32,32,32,32 128,32,64,32,32 64,32,64,32,32 128,32,64,16,32 64,32,32,32,64"}
 [ "${PP:-}" = 1 ] && { qwen3_model > "$OUT/synth.txt" 2>&1 & }
-$B/vkmoe bench-shaders --kernels q4_k --shapes 4096x4096 >/dev/null 2>&1  # leave the idle clock
+warm_up
 best() {  # kernel shapes list var -> lines "tflops shape"
   local kernel=$1 gshapes=$2 var=$3; shift 3
   for s in "$@"; do
@@ -30,11 +31,5 @@ echo "fastest: dense $bd, grouped $bi" | tee -a "$OUT/sweep.txt"
 [ -x $B/vkmoe_tests ] && for e in "" "VKMOE_COOPMAT_SHAPE=$bd VKMOE_COOPMAT_IDS_SHAPE=$bi"; do
   echo "--- GemmCoopmat tests $e"; env $e $B/vkmoe_tests --gtest_brief=1 --gtest_filter='*GemmCoopmat*coopmat_*' 2>&1 | tail -2
 done 2>&1 | tee -a "$OUT/sweep.txt"
-for round in 1 2; do
-  for cfg in default tuned; do
-    $B/vkmoe bench-shaders --kernels q4_k --shapes 4096x4096 >/dev/null 2>&1
-    if [ $cfg = tuned ]; then e=(VKMOE_COOPMAT_SHAPE=$bd VKMOE_COOPMAT_IDS_SHAPE=$bi); else e=(); fi
-    echo "--- $cfg ${e[*]}"
-    env "${e[@]}" $B/vkmoe bench -m $MODEL -p 512 -n 0 -r 3 --moe-mode resident 2>&1 | grep -E "^\| qwen"
-  done
-done 2>&1 | tee -a "$OUT/sweep.txt"
+OUT=$OUT LLAMA=0 ARGS="-p 512 -n 0 -r 3 --moe-mode resident" bash "$(dirname "$0")/perf_prefill_ab.sh" \
+  "default|$B|" "tuned|$B|VKMOE_COOPMAT_SHAPE=$bd VKMOE_COOPMAT_IDS_SHAPE=$bi" | tee -a "$OUT/sweep.txt"

@@ -12,7 +12,7 @@ read -r -a args <<< "${ARGS:--p 512,2048 -n 0 -r 3 --moe-mode resident}"
 for round in $(seq 1 "${ROUNDS:-2}"); do
   for cfg in "$@"; do
     IFS='|' read -r label bin envs <<< "$cfg"
-    $B/vkmoe bench-shaders --kernels q4_k --shapes 4096x4096 >/dev/null 2>&1
+    warm_up
     echo "--- round $round $label ($bin${envs:+, $envs}) $(date +%T)"
     ( [ -n "$envs" ] && export $envs; peak $bin/vkmoe bench -m $MODEL "${args[@]}" ) 2>&1 | grep -E "^\| qwen|^peak"
   done

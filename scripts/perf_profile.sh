@@ -10,7 +10,6 @@
 set -uo pipefail
 source "$(dirname "$0")/device_env.sh"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv,noheader
-warm_up() { $B/vkmoe bench-shaders --kernels q4_k --shapes 4096x4096 >/dev/null 2>&1; }
 for what in "${@:-all}"; do
   if [ "$what" = all ] || [ "$what" = gemm ]; then
     warm_up
