@@ -99,6 +99,14 @@ const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t
         custom.wm && custom.wn && custom.bm % custom.wm == 0 && custom.bn % custom.wn == 0 && custom.bk % 32 == 0 &&
         (!indexed || custom.bn == kMoeTileRows) && tile_fits(d, custom, f))
       return &custom;
+    // Said once per value: a sweep must not mistake the default tile for the one asked for.
+    static std::string warned_dense, warned_ids;
+    std::string& warned = indexed ? warned_ids : warned_dense;
+    if (warned != shape) {
+      warned = shape;
+      std::fprintf(stderr, "vkmoe: %s=%s does not fit this device or kernel; using the default tile\n",
+                   indexed ? "VKMOE_COOPMAT_IDS_SHAPE" : "VKMOE_COOPMAT_SHAPE", shape);
+    }
   }
   if (const char* force = std::getenv("VKMOE_COOPMAT_TILE")) {
     for (size_t i = 0; i < n; ++i)
