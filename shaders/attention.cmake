@@ -7,3 +7,7 @@ vkmoe_shader(attn_flash_f16 attn_flash.comp KV_F16=1 KV_Q8=0)
 vkmoe_shader(attn_flash_f32 attn_flash.comp KV_F16=0 KV_Q8=0)
 vkmoe_shader(attn_flash_q8_0 attn_flash.comp KV_F16=0 KV_Q8=1)
 vkmoe_shader(attn_split_reduce attn_split_reduce.comp)
+# Prompt attention with cooperative matrices (glslang 15, see gemm_coopmat.cmake).
+if(VKMOE_HAVE_COOPMAT_SHADERS)
+  vkmoe_coopmat_shader(attn_flash_cm attn_flash_cm.comp)
+endif()

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "engine/vulkan/attention_coopmat.h"
+
 namespace vkmoe::vk {
 namespace {
 
@@ -197,6 +199,9 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
   const uint32_t rows = a.n_tokens * group;
+  const bool has_sinks = a.sinks.buffer != VK_NULL_HANDLE;
+  if (has_sinks) check_range("sinks", a.sinks, uint64_t(a.n_head) * 4);
+  if (attention_uses_coopmat(ctx, a)) return record_attention_coopmat(rec, a);
   const uint32_t shared_bytes =
       a.max_shared_bytes ? std::min(a.max_shared_bytes, dev.max_shared_memory_bytes) : dev.max_shared_memory_bytes;
   const FlashShape s = flash_shape(shared_bytes, D, rows, a.n_tokens == 1);
@@ -204,8 +209,6 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
     throw Error("internal error: attention dispatch exceeds the workgroup count limits");
 
-  const bool has_sinks = a.sinks.buffer != VK_NULL_HANDLE;
-  if (has_sinks) check_range("sinks", a.sinks, uint64_t(a.n_head) * 4);
   // Keys any query sees: [kv_start, n_kv) (the first token's window starts first).
   const uint32_t kv_start = a.window > 0 && a.pos0 + 1 > a.window ? a.pos0 + 1 - a.window : 0;
   const uint32_t span = n_kv - kv_start;

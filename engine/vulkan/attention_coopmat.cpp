@@ -1,0 +1,87 @@
+// Flash attention of prompts with VK_KHR_cooperative_matrix
+// (shaders/attn_flash_cm.comp): built only when CMake found glslang 15
+// (VKMOE_HAVE_COOPMAT_SHADERS); the device must list f16 x f16 -> f32
+// 16x16x16 subgroup fragments.
+#include "engine/vulkan/attention_coopmat.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "base/error.h"
+
+namespace vkmoe::vk {
+namespace {
+
+// attn_flash_cm.comp's key tile (BC) and head_dim limit.
+constexpr uint32_t kKeys = 32, kCmMaxHeadDim = 128;
+// Query rows (tokens x query heads per kv head) from which a prompt takes the
+// kernel (fewer: decode-sized, split over the keys by the scalar kernel).
+constexpr uint32_t kMinRows = 64;
+
+// Must match the push block of attn_flash_cm.comp.
+struct FlashCmPush {
+  uint32_t q_stride4, o_stride4, n_rows, group, pos0, kv_row8;
+  float scale_log2;
+  uint32_t window, has_sinks;
+};
+
+// Shared memory for nsg subgroups: q rows / key and value tiles, per subgroup
+// scores and probabilities, per row max and sum.
+uint32_t shared_bytes(uint32_t head_dim, uint32_t nsg) {
+  return 2 * kKeys * (head_dim + 8) * 2 + nsg * 16 * ((kKeys + 4) * 4 + (kKeys + 8) * 2 + 2 * 4);
+}
+
+// Subgroups of 16 query rows per workgroup: the most of 8, 4, 2, 1 that the
+// device's workgroup and shared memory take (VKMOE_ATTN_CM_SUBGROUPS forces one
+// for sweeps); 0 when none does. More rows share each key and value tile: on
+// an H100 (Qwen3-30B-A3B heads) 8 beat 4 and 2 (docs/PERF.md run 17).
+uint32_t subgroups(const DeviceInfo& d, uint32_t head_dim) {
+  static const char* forced = std::getenv("VKMOE_ATTN_CM_SUBGROUPS");
+  for (uint32_t n : {8u, 4u, 2u, 1u}) {
+    if (forced && uint32_t(std::atoi(forced)) != n) continue;
+    if (n * d.subgroup_size <= d.max_workgroup_invocations && n * d.subgroup_size <= d.max_workgroup_size[0] &&
+        shared_bytes(head_dim, n) <= d.max_shared_memory_bytes)
+      return n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+bool attention_uses_coopmat(const Context& ctx, const AttentionArgs& a) {
+#ifndef VKMOE_HAVE_COOPMAT_SHADERS
+  (void)ctx;
+  (void)a;
+  return false;
+#else
+  static const bool off = [] {
+    const char* e = std::getenv("VKMOE_ATTN_COOPMAT");
+    return e && std::string(e) == "0";
+  }();
+  const DeviceInfo& d = ctx.info();
+  const bool kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset;
+  return !off && a.kv_type == KvType::F16 && a.head_dim % 16 == 0 && a.head_dim <= kCmMaxHeadDim && !kv_same &&
+         a.n_head_kv > 0 && a.n_tokens * (a.n_head / a.n_head_kv) >= kMinRows && a.max_shared_bytes == 0 &&
+         d.cooperative_matrix && d.has_coopmat(16, 16, 16, kCoopMatF16, kCoopMatF32) && d.shader_float16 &&
+         d.storage_16bit && d.subgroup_shuffle && (d.subgroup_size == 32 || d.subgroup_size == 64) &&
+         subgroups(d, a.head_dim) != 0;
+#endif
+}
+
+void record_attention_coopmat(Recorder& rec, const AttentionArgs& a) {
+  Context& ctx = rec.context();
+  const DeviceInfo& d = ctx.info();
+  const uint32_t group = a.n_head / a.n_head_kv, rows = a.n_tokens * group, nsg = subgroups(d, a.head_dim);
+  const uint32_t row_blocks = (rows + 16 * nsg - 1) / (16 * nsg);
+  if (row_blocks > d.max_workgroup_count[0] || a.n_head_kv > d.max_workgroup_count[2])
+    throw Error("internal error: attention dispatch exceeds the workgroup count limits");
+  const bool has_sinks = a.sinks.buffer != VK_NULL_HANDLE;
+  const FlashCmPush push{a.q_stride / 4, a.o_stride / 4, rows, group, a.pos0, a.head_dim * a.n_head_kv / 8,
+                         a.scale * 1.4426950408889634f, a.window, has_sinks ? 1u : 0u};
+  const Pipeline& p =
+      ctx.pipeline("attn_flash_cm", 5, sizeof push, {nsg * d.subgroup_size, a.head_dim, nsg, d.subgroup_size});
+  // Without sinks their binding is unused: bind q in its place.
+  rec.dispatch(p, {a.q, a.k_cache, a.v_cache, a.o, has_sinks ? a.sinks : a.q}, push, row_blocks, 1, a.n_head_kv);
+}
+
+}  // namespace vkmoe::vk
