@@ -60,7 +60,7 @@ class PrefillArch : public ::testing::TestWithParam<std::string> {};
 // by token give the same logits and the same greedy continuation; all three
 // match the CPU reference.
 TEST_P(PrefillArch, BatchedEqualsTokenByToken) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth(GetParam(), seed);
   std::mt19937 rng(seed);
@@ -112,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, PrefillArch,
 // A ubatch whose experts exceed the VRAM slots: forced eviction, with staging
 // uploads and CPU experts both in play, still gives the resident result.
 TEST(Prefill, OffloadWithEvictionAndStagingMatchesResident) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth("arch=qwen3moe,n_layer=3,n_expert=16,n_expert_used=4", seed);
   std::mt19937 rng(seed);
@@ -173,29 +173,32 @@ std::vector<double> errors_against_reference(const std::string& kv_type, uint64_
   return errs;
 }
 
-// Typically ~1% (measured 0.4-1.8% per comparison on lavapipe's int8 path). A
-// routing flip near a tie (random synthetic routers) can push one comparison
-// further, so the median is held to 3% and every one to 30%; a wrong kernel
-// gives errors of order 1.
+// Typically ~1% per comparison (lavapipe's int8 path). A routing flip near a
+// tie (random synthetic routers) moves one comparison further: over 143 seeds
+// (1001-1143) the largest of the 12 reached 0.39 (8 seeds above 0.12) while
+// the second largest stayed below 0.033. A wrong kernel or architecture
+// spoils the prompt and the decode steps after it, so: the median within 3%,
+// all but the largest within 10%, the largest finite.
 void expect_close_to_reference(std::vector<double> errs) {
   std::sort(errs.begin(), errs.end());
   std::string all;
   for (double e : errs) all += std::to_string(e) + " ";
   EXPECT_LT(errs[errs.size() / 2], 3e-2) << all;
-  EXPECT_LT(errs.back(), 0.3) << all;
+  EXPECT_LT(errs[errs.size() - 2], 0.1) << all;
+  EXPECT_TRUE(std::isfinite(errs.back())) << all;
 }
 
 }  // namespace
 
 TEST(Prefill, DefaultPrecisionCloseToReference) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   expect_close_to_reference(errors_against_reference("f16", seed));
 }
 
 // A Q8_0 KV cache (int8 keys and values, an f16 scale per 32 values).
 TEST(Prefill, Q8KvCacheCloseToReference) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   expect_close_to_reference(errors_against_reference("q8_0", seed));
 }
