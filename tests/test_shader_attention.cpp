@@ -393,9 +393,11 @@ TEST(ShaderAttention, SinksAndWindowDecodeSplitMatchCpuReference) {
   std::printf("worst relative error: gpu vs attend_ref %.3g\n", worst);
 }
 
-// The cooperative-matrix prompt kernel on the shapes it takes: head_dim 64,
-// 112 and 128, grouped-query ratios 1 to 8, one or several tiles of keys per
-// row block, pos0 > 0, windows, sinks; skipped where it does not run.
+// The cooperative-matrix prompt kernel on shapes it takes (grids of at least
+// 64 workgroups): head_dim 64, 112 and 128, grouped-query ratios 1 to 8, 8
+// and 4 subgroups per workgroup (512 and 200 tokens of Qwen3-30B-A3B's
+// heads), row blocks straddling tokens, pos0 > 0, windows, sinks; skipped
+// where it does not run.
 TEST(ShaderAttention, CoopmatPromptMatchesReference) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -405,17 +407,18 @@ TEST(ShaderAttention, CoopmatPromptMatchesReference) {
   probe.v_cache = vb;
   probe.kv_type = KvType::F16;
   probe.head_dim = 128;
-  probe.n_head = probe.n_head_kv = 1;
-  probe.n_tokens = 64;
+  probe.n_head = 32;
+  probe.n_head_kv = 4;
+  probe.n_tokens = 512;
   if (!attention_uses_coopmat(*e.ctx, probe))
     GTEST_SKIP() << "no cooperative-matrix attention on " << e.ctx->info().name
                  << " (needs VK_KHR_cooperative_matrix f16 16x16x16 and shaders built with glslang 15)";
   double worst = 0;
-  for (const Shape& s : {Shape{128, 32, 4, 200, 0}, Shape{128, 8, 8, 70, 300}, Shape{64, 16, 2, 40, 33},
-                         Shape{112, 6, 3, 100, 7}, Shape{128, 4, 1, 65, 1000}})
+  for (const Shape& s : {Shape{128, 32, 4, 512, 0}, Shape{128, 32, 4, 200, 0}, Shape{128, 128, 16, 70, 300},
+                         Shape{64, 64, 64, 130, 33}, Shape{112, 96, 32, 100, 7}, Shape{128, 96, 24, 65, 300}})
     for (uint32_t window : {0u, 20u})
       for (bool sinks : {false, true}) {
-        if (s.n_tokens == 200 && (window || sinks)) continue;  // the Qwen3 head layout: plain causal only
+        if (s.NH == 32 && (window || sinks)) continue;  // the Qwen3 head layout: plain causal only
         const Extras x{window, sinks};
         SCOPED_TRACE(s.str() + " " + x.str());
         const AttnResult r = run_attention_ex(e, s, KvType::F16, true, 4096, x);

@@ -57,9 +57,10 @@ struct AttentionArgs {
   uint32_t max_shared_bytes = 0;  // tiles' shared-memory cap (tests); 0: the device's
 };
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx);
-// Prompts (at least 64 query rows per kv head) over an F16 cache with
-// head_dim a multiple of 16 up to 128 run a cooperative-matrix kernel where
-// the device has f16 -> f32 16x16x16 fragments (VKMOE_ATTN_COOPMAT=0: never):
+// Prompt ubatches that fill 64 workgroups of 64 or 128 query rows (e.g. 256
+// tokens of 32 query heads) over an F16 cache with head_dim a multiple of 16
+// up to 128 run a cooperative-matrix kernel where the device has f16 -> f32
+// 16x16x16 fragments (VKMOE_ATTN_COOPMAT=0: never):
 // q and the probabilities rounded to f16, f32 accumulation (relative error
 // ~1e-3 against ~1e-6). Whether `a` takes it here (attention_coopmat.cpp):
 bool attention_uses_coopmat(const Context& ctx, const AttentionArgs& a);
