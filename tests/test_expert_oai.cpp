@@ -134,7 +134,7 @@ TEST(ExpertFfnOai, ActivationMatchesGgml) {
 // the double reference: f32 activations within float rounding, Q8 within
 // its quantization error (4% relative L2, as the existing Q8 test).
 TEST(ExpertFfnOai, MoeFfnCpuMatchesReference) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = uint32_t(test::test_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::vector<BiasedExpert> es;
@@ -167,7 +167,7 @@ TEST(ExpertFfnOai, MoeFfnCpuMatchesReference) {
 // with its tokens and weights, into a non-zero output, vs the double reference
 // token by token; f32 and Q8 activations.
 TEST(ExpertFfnOai, BatchedMatchesReference) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = uint32_t(test::test_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::vector<BiasedExpert> es;
@@ -339,7 +339,7 @@ std::unique_ptr<Model> biased_moe_model(const std::string& overrides, uint64_t s
 // GPU comparison below cannot pass with either dropped), and its SIMD kernels
 // agree with the scalar ones.
 TEST(ForwardOaiExperts, BiasesAndActivationChangeLogits) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   const std::vector<int32_t> prompt = {5, 77, 301, 12};
   auto full = biased_moe_model("arch=qwen3moe", seed, FfnAct::OaiSwiGLU, true);
@@ -366,7 +366,7 @@ class GpuForwardOaiExperts : public ::testing::TestWithParam<OaiCase> {};
 // staged or run on the CPU) and all on the CPU. Tolerance as GpuForwardTypes.
 TEST_P(GpuForwardOaiExperts, LogitsMatchCpuReference) {
   const OaiCase oc = GetParam();
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE(std::string(oc.overrides) + " seed " + std::to_string(seed));
   auto m = biased_moe_model(oc.overrides, seed, FfnAct::OaiSwiGLU, true, oc.bias_type);
   std::mt19937 rng{uint32_t(seed)};

@@ -17,11 +17,11 @@ namespace {
 using test::max_rel_diff;
 
 std::unique_ptr<Model> synth(const std::string& overrides) {
-  return test::synth(overrides, std::random_device{}());
+  return test::synth(overrides, test::test_seed());
 }
 
 std::vector<int32_t> random_tokens(int n, int n_vocab) {
-  std::mt19937 rng(std::random_device{}());
+  std::mt19937 rng(uint32_t(test::test_seed()));
   std::vector<int32_t> t(n);
   for (auto& x : t) x = static_cast<int32_t>(rng() % n_vocab);
   return t;

@@ -24,6 +24,7 @@
 #include "engine/vulkan/weight_types.h"
 
 #include "tests/gemm_test_util.h"
+#include "tests/seed.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -247,7 +248,7 @@ using PathType = std::tuple<const Path*, GgmlType>;
 class GemmCoopmat : public ::testing::TestWithParam<PathType> {
  protected:
   void SetUp() override {
-    seed_ = std::random_device{}();
+    seed_ = uint32_t(test::test_seed());
     rng_.seed(seed_);
   }
   const Path& path() const { return *std::get<0>(GetParam()); }

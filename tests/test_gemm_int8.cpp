@@ -22,6 +22,7 @@
 #include "engine/vulkan/vk_runtime.h"
 
 #include "tests/gemm_test_util.h"
+#include "tests/seed.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -116,7 +117,7 @@ class GemmInt8 : public ::testing::TestWithParam<GgmlType> {
   void SetUp() override {
     if (!gemm_int8_available(test::shared_context(), GetParam()))
       GTEST_SKIP() << "no int8 GEMM for " << type_name(GetParam()) << " on " << test::shared_context().info().name;
-    seed_ = std::random_device{}();
+    seed_ = uint32_t(test::test_seed());
     rng_.seed(seed_);
   }
   uint32_t seed_ = 0;

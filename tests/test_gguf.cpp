@@ -17,7 +17,7 @@
 namespace vkmoe {
 namespace {
 
-uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
+uint64_t fresh_seed() { return test::test_seed(); }
 
 std::vector<uint8_t> random_bytes(std::mt19937_64& rng, size_t n) {
   std::vector<uint8_t> v(n);

@@ -9,6 +9,7 @@
 #include "engine/model/gguf.h"
 #include "tests/gguf_pipeline.h"
 #include "tools/synth_model.h"
+#include "tests/seed.h"
 
 namespace vkmoe {
 namespace {
@@ -165,7 +166,7 @@ Outcome run_mutations(const std::vector<uint8_t>& base, int iterations, std::mt1
   return o;
 }
 
-uint64_t fresh_seed() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
+uint64_t fresh_seed() { return test::test_seed(); }
 
 TEST(GgufFuzz, RandomMutationsParseOrThrowError) {
   const uint64_t seed = fresh_seed();

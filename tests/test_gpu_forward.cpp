@@ -41,7 +41,7 @@ class GpuForwardArch : public ::testing::TestWithParam<std::string> {};
 
 // Logits of the GPU path match the scalar CPU reference token by token.
 TEST_P(GpuForwardArch, LogitsMatchCpuReference) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth(GetParam(), seed);
   EngineOptions o;
@@ -84,7 +84,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardArch,
 // Offloaded experts (SLRU slots with forced eviction, predictive prefetch, or
 // all on the CPU) give the same greedy tokens as fully resident experts.
 TEST(GpuOffload, GreedyOutputIdenticalAtAnyBudget) {
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth("arch=qwen3moe,n_layer=3,n_expert=16,n_expert_used=2", seed);
   const int n_ctx = 64;
@@ -139,7 +139,7 @@ class GpuForwardTypes : public ::testing::TestWithParam<TypeCase> {};
 // CPU. Same tolerance as GpuForwardArch.
 TEST_P(GpuForwardTypes, LogitsMatchCpuReference) {
   const TypeCase c = GetParam();
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   SCOPED_TRACE(std::string(c.quant) + " seed " + std::to_string(seed));
   auto m = synth(std::string("arch=qwen3moe,quant=") + c.quant, seed);
   int n_of_type = 0;

@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "planner/planner.h"
+#include "tests/seed.h"
 
 using namespace vkmoe;
 
@@ -308,7 +309,7 @@ TEST(Planner, UnevenLayersUseLargestExpertAsSlot) {
 }
 
 TEST(Planner, RandomizedPlansRespectTheRules) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::test_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937_64 rng(seed);
   auto uni = [&](uint64_t lo, uint64_t hi) { return std::uniform_int_distribution<uint64_t>(lo, hi)(rng); };

@@ -9,12 +9,13 @@
 
 #include "cpu/quant.h"
 #include "base/error.h"
+#include "tests/seed.h"
 
 using namespace vkmoe;
 
 namespace {
 
-uint32_t fresh_seed() { return std::random_device{}(); }
+uint32_t fresh_seed() { return uint32_t(test::test_seed()); }
 
 uint32_t bits_of(float f) {
   uint32_t u;

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "engine/offload/route_stats.h"
+#include "tests/seed.h"
 
 using namespace vkmoe;
 
@@ -47,7 +48,7 @@ TEST(RouteStats, KnownCase) {
 }
 
 TEST(RouteStats, RandomizedAgainstSets) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::test_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
@@ -134,7 +135,7 @@ TEST(RouteStats, ReuseAndPopularityKnownCase) {
 }
 
 TEST(RouteStats, ReuseAndPopularityRandomized) {
-  const unsigned seed = std::random_device{}();
+  const unsigned seed = unsigned(test::test_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };

@@ -1,18 +1,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <random>
 
 #include "engine/sample/sampler.h"
+#include "tests/seed.h"
 
 namespace vkmoe {
 namespace {
 
 uint64_t fresh_seed() {
-  const uint64_t s = (uint64_t{std::random_device{}()} << 32) ^
-                     static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t s = test::test_seed();
   return s == 0 ? 1 : s;
 }
 

@@ -18,6 +18,7 @@
 #include "tools/bench_shaders.h"
 
 #include "tests/gemm_test_util.h"
+#include "tests/seed.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -253,7 +254,7 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
 class ShaderGemm : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
-    seed_ = std::random_device{}();
+    seed_ = uint32_t(test::test_seed());
     rng_.seed(seed_);
   }
   uint32_t seed_ = 0;
@@ -288,7 +289,7 @@ TEST_P(ShaderGemm, Indexed) {
 // experts packed at odd strides), and GemmPath::Auto resolving to the tiled
 // path for them on this device whatever int8 / coopmat support it has.
 TEST(ShaderGemmTiledOnly, AlignmentAndAutoPath) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = uint32_t(test::test_seed());
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   Context& ctx = test::shared_context();

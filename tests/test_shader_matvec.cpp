@@ -16,6 +16,7 @@
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_runtime.h"
 #include "tools/bench_shaders.h"
+#include "tests/seed.h"
 
 using namespace vkmoe;
 using namespace vkmoe::vk;
@@ -187,7 +188,7 @@ MatvecIdsArgs ids_args(GgmlType t, uint32_t ncols, uint32_t nrows, const Buffer&
 class ShaderMatvec : public ::testing::TestWithParam<GgmlType> {
  protected:
   void SetUp() override {
-    seed_ = std::random_device{}();
+    seed_ = uint32_t(test::test_seed());
     rng_.seed(seed_);
   }
   uint32_t seed_ = 0;
@@ -319,7 +320,7 @@ TEST_P(ShaderMatvec, IndexedExperts) {
 // Weights at offsets of the types' minimum alignment (MXFP4's 17-byte blocks
 // at odd bytes, 2-byte-aligned blocks at 2 mod 4, 4-byte ones at 4 mod 16).
 TEST(ShaderMatvecAlign, MinimallyAlignedWeights) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = uint32_t(test::test_seed());
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   const std::pair<GgmlType, uint32_t> cases[] = {{GgmlType::MXFP4, 49}, {GgmlType::MXFP4, 51}, {GgmlType::Q3_K, 50},
@@ -334,7 +335,7 @@ TEST(ShaderMatvecAlign, MinimallyAlignedWeights) {
 // odd expert strides, the last expert ending at the buffer's (unaligned) end,
 // under the automatic and forced configurations.
 TEST(ShaderMatvecAlign, OddExpertStrides) {
-  const uint32_t seed = std::random_device{}();
+  const uint32_t seed = uint32_t(test::test_seed());
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
   Context& ctx = shared_context();

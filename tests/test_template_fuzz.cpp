@@ -14,6 +14,7 @@
 
 #include "tests/fixtures.h"
 #include "tests/template_pipeline.h"
+#include "tests/seed.h"
 
 namespace vkmoe {
 namespace {
@@ -102,9 +103,7 @@ TEST(TemplateFuzz, MutantsRenderOrThrowOneLineErrorQuickly) {
   for (const std::string& s : std::vector<std::string>(std::begin(kSeeds), std::end(kSeeds)))
     ASSERT_EQ(test::run_template(s).rendered, 3) << s;
   // VKMOE_TEST_SEED replays a failing run (its seed is printed).
-  const char* replay = std::getenv("VKMOE_TEST_SEED");
-  const uint64_t seed = replay ? std::strtoull(replay, nullptr, 10)
-                               : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  const uint64_t seed = test::test_seed();
   const int only = std::getenv("VKMOE_TEST_ITERATION") ? std::atoi(std::getenv("VKMOE_TEST_ITERATION")) : -1;
   SCOPED_TRACE("seed " + std::to_string(seed) + " over " + std::to_string(seeds.size()) + " seed templates" +
                (dir.empty() ? " (shared fixtures not found: built-in seeds only)" : ""));

@@ -11,14 +11,12 @@
 #include "engine/model/tokenizer.h"
 #include "engine/model/unicode.h"
 #include "tools/synth_vocab.h"
+#include "tests/seed.h"
 
 namespace vkmoe {
 namespace {
 
-uint64_t fresh_seed() {
-  return (uint64_t{std::random_device{}()} << 32) ^
-         static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
+uint64_t fresh_seed() { return test::test_seed(); }
 
 std::string seed_note(uint64_t seed) { return "seed " + std::to_string(seed); }
 

@@ -17,14 +17,9 @@
 #include "engine/model/model.h"
 #include "engine/offload/plan_model.h"
 #include "tools/synth_model.h"
+#include "tests/seed.h"
 
 namespace vkmoe::test {
-
-// A fresh random seed, or VKMOE_TEST_SEED's value to replay a printed one.
-inline uint64_t test_seed() {
-  if (const char* s = std::getenv("VKMOE_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-  return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-}
 
 // A small synthetic model (2 layers, 512 tokens) with `overrides` applied.
 inline std::unique_ptr<Model> synth(const std::string& overrides, uint64_t seed) {

@@ -9,13 +9,14 @@
 #include "cpu/quant.h"
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_runtime.h"
+#include "tests/seed.h"
 
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
 namespace {
 
-uint32_t fresh_seed() { return std::random_device{}(); }
+uint32_t fresh_seed() { return uint32_t(test::test_seed()); }
 
 std::vector<float> random_floats(std::mt19937& rng, size_t n) {
   std::normal_distribution<float> d(0.f, 1.f);

@@ -50,7 +50,7 @@ int count(const std::string& s, const std::string& what) {
 class VramOom : public ::testing::Test {
  protected:
   static constexpr int kCtx = 64;
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = test::test_seed();
   std::unique_ptr<Model> m = test::synth("arch=qwen3moe,n_layer=3,n_expert=16,n_expert_used=2", seed);
   const std::vector<int32_t> prompt = {11, 42, 7, 300, 5, 77, 123, 9};
   EngineOptions base;

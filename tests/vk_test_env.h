@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "engine/vulkan/vk_runtime.h"
+#include "tests/seed.h"
 
 namespace vkmoe::test {
 
 struct VkEnv {
   std::unique_ptr<vk::Context> ctx = vk::Context::create();
-  uint32_t seed = std::random_device{}();  // print with SCOPED_TRACE to replay a failure
+  uint32_t seed = uint32_t(test_seed());  // printed with SCOPED_TRACE; VKMOE_TEST_SEED replays it
   std::mt19937 rng{seed};
 
   std::vector<float> randn(size_t n, float sd = 1.f) {
