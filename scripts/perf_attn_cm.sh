@@ -23,12 +23,4 @@ OUT=$OUT LLAMA=0 ROUNDS=1 ARGS="-p 4096 -n 0 -r 1 --moe-mode resident" bash "$(d
 if [ -f anchors/llama.tar.xz ]; then
   for fa in 0 1; do run /tmp/ll/llama-bench -m $MODEL -ngl 99 -p 4096 -n 0 -r 1 -fa $fa; done 2>&1 | tee -a "$OUT/prefill_ab.txt"
 fi
-each() {  # runs every test of filter $1 in its own process
-  local pass=0 fail=0
-  for t in $($B/vkmoe_tests --gtest_list_tests --gtest_filter="$1" | awk '/^[^ ]/ {s=$1} /^  / {print s $1}'); do
-    if timeout 120 $B/vkmoe_tests --gtest_brief=1 --gtest_filter="$t" > /tmp/one.txt 2>&1; then pass=$((pass + 1));
-    else fail=$((fail + 1)); echo "FAILED $t"; tail -20 /tmp/one.txt; fi
-  done
-  echo "$1: $pass passed, $fail failed"
-}
-each "${FORWARD_TESTS:-*Prefill*}" 2>&1 | tee "$OUT/forward_tests.txt"
+OUT=$OUT GTEST_FILTER="${FORWARD_TESTS:-*Prefill*}" bash "$(dirname "$0")/device_run.sh" each

@@ -66,8 +66,8 @@ shared vec4 p_sh[BR * PS4];  // scores, then probabilities
 shared float red_max[WG], red_sum[WG];
 shared float row_m[BR], row_l[BR], row_alpha[BR], row_m_new[BR];
 
-// The first key the query at position pos sees.
-uint first_key(uint pos) { return p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0; }
+#include "attn_common.glsl"
+uint first_key(uint pos) { return first_key(pos, p.window); }
 
 #if KV_Q8
 // The scale of load u of kv head g at cache position pos (block u / 2).
@@ -228,10 +228,7 @@ void main() {
     const uint t = row / G, h = g * G + row % G;
     if (p.n_split == 1) {
       float inv = 1.0 / row_l[r];
-      if (p.has_sinks != 0) {  // the sink (base 2) joins the max and the sum
-        const float sk = sinks[h] * 1.4426950408889634, m = row_m[r], m2 = max(m, sk), a = exp2(m - m2);
-        inv = a / (row_l[r] * a + exp2(sk - m2));
-      }
+      if (p.has_sinks != 0) inv = inv_sum_with_sink(row_l[r], row_m[r], sinks[h]);
       [[unroll]] for (uint c = 0; c < NC; ++c) {
         const uint col = cd + c * DT;
         if (col < D4) o4[t * p.o_stride4 + h * D4 + col] = acc[i * NC + c] * inv;

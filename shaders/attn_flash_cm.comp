@@ -16,6 +16,7 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;              // NSG * SG
 layout(constant_id = 1) const uint D = 128;  // head_dim: multiple of 16, at most 128
@@ -54,7 +55,8 @@ shared float row_m[BR], row_l[BR];
 // Fragments as separate variables (NVIDIA keeps arrays of them in local memory).
 #define EACH_D(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
-uint first_key(uint pos) { return p.window > 0 && pos + 1 > p.window ? pos + 1 - p.window : 0; }
+#include "attn_common.glsl"
+uint first_key(uint pos) { return first_key(pos, p.window); }
 
 // Key tile (and with values the value tile after it) from position tile0; zeros past kv_hi.
 void load_tile(uint tile0, uint kv_hi, uint g, bool values) {
@@ -185,7 +187,7 @@ void main() {
   subgroupBarrier();
 
   // Output: each fragment through the subgroup's score area, divided by l
-  // (with sinks, as attn_flash.comp: the sink joins the max and the sum).
+  // (with sinks, the sink joins the max and the sum).
 #define STORE_O(i)                                                                                      \
   if (ND > i) {                                                                                         \
     coopMatStore(oa##i, s_sh, s_base, SS, gl_CooperativeMatrixLayoutRowMajor);                           \
@@ -195,12 +197,8 @@ void main() {
       const uint r = e / 4, c4 = e % 4, row = r0 + sg * 16 + r;                                         \
       if (row < p.n_rows) {                                                                             \
         const uint t = row / G, h = g * G + row % G;                                                    \
-        float inv = 1.0 / row_l[sg * 16 + r];                                                           \
-        if (p.has_sinks != 0) {                                                                         \
-          const float sk = sinks[h] * 1.4426950408889634, mr = row_m[sg * 16 + r], m2 = max(mr, sk);    \
-          const float a = exp2(mr - m2);                                                                \
-          inv = a / (row_l[sg * 16 + r] * a + exp2(sk - m2));                                           \
-        }                                                                                               \
+        const float inv = p.has_sinks != 0 ? inv_sum_with_sink(row_l[sg * 16 + r], row_m[sg * 16 + r], sinks[h]) \
+                                           : 1.0 / row_l[sg * 16 + r];                                  \
         const uint so = s_base + r * SS + c4 * 4;                                                       \
         o4[t * p.o_stride4 + h * (D / 4) + i * 4 + c4] =                                                \
             vec4(s_sh[so], s_sh[so + 1], s_sh[so + 2], s_sh[so + 3]) * inv;                             \

@@ -14,6 +14,8 @@ endif()
 if(NOT VKMOE_HAVE_COOPMAT_SHADERS)
   return()
 endif()
+# glslangValidator writes no depfile: every shader include is a dependency.
+file(GLOB VKMOE_GLSL_INCLUDES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/shaders/*.glsl)
 function(vkmoe_coopmat_shader NAME SRC)
   set(out ${CMAKE_BINARY_DIR}/shaders/${NAME}.spv.h)
   set(spv ${CMAKE_BINARY_DIR}/shaders/${NAME}.spv)
@@ -26,7 +28,7 @@ function(vkmoe_coopmat_shader NAME SRC)
     COMMAND ${VKMOE_GLSLANG15} -V --target-env vulkan1.3 ${defs} -I${CMAKE_SOURCE_DIR}/shaders
             -o ${spv} ${CMAKE_SOURCE_DIR}/shaders/${SRC} > /dev/null
     COMMAND ${CMAKE_COMMAND} -DSPV=${spv} -DOUT=${out} -P ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
-    DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${SRC} ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
+    DEPENDS ${CMAKE_SOURCE_DIR}/shaders/${SRC} ${VKMOE_GLSL_INCLUDES} ${CMAKE_CURRENT_FUNCTION_LIST_FILE}
     COMMENT "glslang15 ${SRC} -> ${NAME}")
   set_property(GLOBAL APPEND PROPERTY VKMOE_SHADER_NAMES ${NAME})
   set_property(GLOBAL APPEND PROPERTY VKMOE_SHADER_OUTPUTS ${out})
