@@ -10,12 +10,13 @@
 // fragment sizes, 8 = SG subgroup size,
 // 9 = BK columns per step (multiple of 32).
 //
-// Each step of BK columns: every thread decodes 16-element chunks of W
-// (rows) and X (tokens) into registers as f16 and stores them into one of two
-// shared buffers while the subgroups multiply the other (one barrier a step;
-// the next step's global loads are issued before the current step's
-// multiplies). Results go through a per-subgroup shared fragment so that
-// tails, skipped slots and accumulation are handled per element.
+// Each step of BK columns: every thread loads 16-column chunks of W rows and
+// vec4s of X rows (consecutive lanes on consecutive vec4s of a row), decodes
+// them to f16 and stores them into one of two shared buffers while the
+// subgroups multiply the other (one barrier a step; the next step's global
+// loads are issued before the current step's multiplies). Results go through
+// a per-subgroup shared fragment so that tails, skipped slots and
+// accumulation are handled per element.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -71,9 +72,10 @@ const uint WARPS_M = BM / WM;
 const uint WARPS = WARPS_M * (BN / WN);
 const uint WG = WARPS * SG;
 const uint NI = WM / TM, NJ = WN / TN;
-const uint CPR = BK / 16;  // 16-element chunks per row and step
-const uint A_CHUNKS = BM * CPR, B_CHUNKS = BN * CPR;
-const uint A_PER_T = (A_CHUNKS + WG - 1) / WG, B_PER_T = (B_CHUNKS + WG - 1) / WG;
+const uint CPR = BK / 16;  // W chunks per row and step
+const uint XPR = BK / 4;   // X vec4s per row and step
+const uint A_CHUNKS = BM * CPR, B_UNITS = BN * XPR;
+const uint A_PER_T = (A_CHUNKS + WG - 1) / WG, B_PER_T = (B_UNITS + WG - 1) / WG;
 
 layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
@@ -231,23 +233,13 @@ void decode_w(Raw r, uint kc, out f16vec4 v[4]) {
 #endif
 }
 
-// 16 activations of token row `row` (< 0: zeros) from column kc.
-Raw load_x(int row, uint kc) {
-  Raw r;
-  r.a = r.b = r.c = r.d = uvec4(0);
-  if (row < 0) return r;
-  const uint base = p.x_offset + uint(row) * p.x_stride + kc;
-  const bool lo = kc < p.ncols, hi = kc + 8 < p.ncols;
-  if (p.x_vec4 != 0) {
-    if (lo) { r.a = floatBitsToUint(x4[base / 4]); r.b = floatBitsToUint(x4[base / 4 + 1]); }
-    if (hi) { r.c = floatBitsToUint(x4[base / 4 + 2]); r.d = floatBitsToUint(x4[base / 4 + 3]); }
-  } else {
-    [[unroll]] for (uint i = 0; i < 4; ++i) {
-      if (lo) { r.a[i] = floatBitsToUint(x1[base + i]); r.b[i] = floatBitsToUint(x1[base + 4 + i]); }
-      if (hi) { r.c[i] = floatBitsToUint(x1[base + 8 + i]); r.d[i] = floatBitsToUint(x1[base + 12 + i]); }
-    }
-  }
-  return r;
+// 4 activations of token row `row` (< 0: zeros) from column k (ncols is a
+// multiple of 8).
+vec4 load_x(int row, uint k) {
+  if (row < 0 || k >= p.ncols) return vec4(0);
+  const uint base = p.x_offset + uint(row) * p.x_stride + k;
+  if (p.x_vec4 != 0) return x4[base / 4];
+  return vec4(x1[base], x1[base + 1], x1[base + 2], x1[base + 3]);
 }
 
 #define ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
@@ -304,15 +296,14 @@ void main() {
   const uint row_bytes = p.ncols / QK * BLOCK_BYTES;
 
   // Per-thread chunk assignments (fixed over the K loop).
-  uint a_rb[A_PER_T], b_half[B_PER_T];
+  uint a_rb[A_PER_T];
   int b_row[B_PER_T];
   [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {
     const uint c = min(tid + i * WG, A_CHUNKS - 1);
     a_rb[i] = wbase + min(row0 + c / CPR, p.nrows - 1) * row_bytes;  // tail rows repeat the last row
   }
   [[unroll]] for (uint i = 0; i < B_PER_T; ++i) {
-    const uint c = min(tid + i * WG, B_CHUNKS - 1), n = c / CPR;
-    b_half[i] = c % CPR;
+    const uint n = min(tid + i * WG, B_UNITS - 1) / XPR;
 #if INDEXED
     const int tok = table[p.slot_token_off + col0 + n];
     b_row[i] = tok < 0 ? -1 : (p.gather_x != 0 ? tok : int(col0 + n));
@@ -327,33 +318,30 @@ void main() {
   ACC c00 = ACC(0.0), c10 = ACC(0.0), c20 = ACC(0.0), c30 = ACC(0.0);
   ACC c01 = ACC(0.0), c11 = ACC(0.0), c21 = ACC(0.0), c31 = ACC(0.0);
 
-  Raw ra[A_PER_T], rb[B_PER_T];
+  Raw ra[A_PER_T];
+  vec4 rx[B_PER_T];
   const uint steps = (p.ncols + BK - 1) / BK;
-  // Stores step k0's chunks (in ra/rb) into shared buffer `buf`.
+  // Stores step k0's chunks (in ra/rx) into shared buffer `buf`.
 #define STORE_STEP(k0, buf)                                                   \
   [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {                             \
-    const uint c = tid + i * WG;                                              \
+    const uint c = tid + i * WG, q = c % CPR;                                 \
     if (A_CHUNKS % WG == 0 || c < A_CHUNKS) {                                 \
+      const uint o = (buf) * BM * SROW + (c / CPR) * SROW;                    \
       f16vec4 v[4];                                                           \
-      decode_w(ra[i], (k0) + 16 * (c % CPR), v);                              \
-      const uint o = (buf) * BM * SROW + (c / CPR) * SROW + (c % CPR) * 4;    \
-      [[unroll]] for (uint t = 0; t < 4; ++t) sa[o + t] = v[t];               \
+      decode_w(ra[i], (k0) + 16 * q, v);                                      \
+      [[unroll]] for (uint t = 0; t < 4; ++t) sa[o + 4 * q + t] = v[t];       \
     }                                                                         \
   }                                                                           \
   [[unroll]] for (uint i = 0; i < B_PER_T; ++i) {                             \
-    const uint c = tid + i * WG;                                              \
-    if (B_CHUNKS % WG == 0 || c < B_CHUNKS) {                                 \
-      const uint o = (buf) * BN * SROW + (c / CPR) * SROW + (c % CPR) * 4;    \
-      sb[o] = f16vec4(uintBitsToFloat(rb[i].a));                         \
-      sb[o + 1] = f16vec4(uintBitsToFloat(rb[i].b));                     \
-      sb[o + 2] = f16vec4(uintBitsToFloat(rb[i].c));                     \
-      sb[o + 3] = f16vec4(uintBitsToFloat(rb[i].d));                     \
-    }                                                                         \
+    const uint u = tid + i * WG;                                              \
+    if (B_UNITS % WG == 0 || u < B_UNITS)                                     \
+      sb[(buf) * BN * SROW + (u / XPR) * SROW + u % XPR] = f16vec4(rx[i]);    \
   }
 #define LOAD_STEP(k0)                                                                   \
   [[unroll]] for (uint i = 0; i < A_PER_T; ++i)                                         \
     ra[i] = load_w(a_rb[i], (k0) + 16 * ((tid + i * WG) % CPR));                        \
-  [[unroll]] for (uint i = 0; i < B_PER_T; ++i) rb[i] = load_x(b_row[i], k0 + 16 * b_half[i]);
+  [[unroll]] for (uint i = 0; i < B_PER_T; ++i)                                         \
+    rx[i] = load_x(b_row[i], (k0) + 4 * ((tid + i * WG) % XPR));
 
   LOAD_STEP(0)
   STORE_STEP(0, 0)

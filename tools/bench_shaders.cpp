@@ -500,7 +500,7 @@ void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType
   a.x_stride = ncols;
   a.y = BufferRange(yb);
   a.y_stride = nrows;
-  if (path == GemmPath::Int8Dot) {
+  if (path == GemmPath::Int8Dot || path == GemmPath::CoopMat2) {
     scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
     a.scratch = BufferRange(scratch);
   }
@@ -569,8 +569,8 @@ void bench_gemm_ids(Context& ctx, Uploader& upl, uint32_t ncols, uint32_t nrows,
   a.expert_stride = ebytes;
   a.n_experts = o.experts;
   a.gather_x = true;
-  if (path == GemmPath::Int8Dot) {
-    scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
+  if (path == GemmPath::Int8Dot || path == GemmPath::CoopMat2) {
+    scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, l.max_slots()), MemoryKind::Device, "bench gemm scratch");
     a.scratch = BufferRange(scratch);
   }
   const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm_ids(rec, a, GemmConfig{path}); });
