@@ -1,7 +1,8 @@
 #version 450
 // Y[n][r] = (accumulate ? Y[n][r] : 0) + sum_i W[r][i] X[n][i] with
 // GL_NV_cooperative_matrix2: workgroup-scope fragments of BM x BN, tensor-
-// addressed loads that decode the weight blocks to f16 on the way in, f32
+// addressed loads that decode the weight blocks to f16 on the way in (the
+// K-quants' scales decoded once per block into shared memory), f32
 // accumulation (see vk_gemm.h). The activations come as f16 rows from
 // to_f16.comp: tokens, or (INDEXED) the slots of the MoE table, gathered.
 // Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
@@ -76,8 +77,12 @@ layout(push_constant) uniform Push {
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefF32 { float v; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefBF16 { uint16_t v; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ8_0 { BlockQ8_0 b; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefQ4_K { BlockQ4_K b; };
-layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefQ5_K { BlockQ5_K b; };
+// K-quant blocks are 16-byte aligned (144 and 176 bytes from an aligned binding, see
+// gemm_coopmat2.cpp); their quants are read as 16-bit words.
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer RefQ4_K { BlockQ4_K b; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer RefQ5_K { BlockQ5_K b; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer RefQ4_K16 { uint16_t header[8]; uint16_t qs[64]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) buffer RefQ5_K16 { uint16_t header[8]; uint16_t qh[16]; uint16_t qs[64]; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefQ6_K { BlockQ6_K b; };
 
 float16_t decode_f32(const in RefF32 r, const in uint bc[2], const in uint ib[2]) { return float16_t(r.v); }
@@ -99,22 +104,42 @@ vec2 k_scale_min(const uint s[3], uint j) {
   return vec2((BYTE(s, j + 4) & 0xFu) | ((BYTE(s, j - 4) >> 6) << 4), (BYTE(s, j + 4) >> 4) | ((BYTE(s, j) >> 6) << 4));
 }
 
+// The K-quants' per-row scales of the current 256-column block, decoded once
+// per block by fill_scales() instead of per element: Q4_K/Q5_K (d * scale,
+// dmin * min) of the 8 sub-blocks, Q6_K d * scale of the 16. Index sub * BM + row
+// within the tile (rows are tile-aligned, so blockCoords[0] % BM).
+#if WTYPE == 5 || WTYPE == 6
+#define NSCALES 8
+shared vec2 scales_sh[NSCALES * BM];
+#elif WTYPE == 7
+#define NSCALES 16
+shared float scales_sh[NSCALES * BM];
+#endif
+
+// Q4_K/Q5_K element i = 32 sub + l: nibble (sub & 1) of quant byte 32 (sub / 2) + l,
+// from its 16-bit word.
+uint k_nibble(const uint16_t word, const uint i) { return (uint(word) >> (4 * ((i >> 5) & 1u) + 8 * (i & 1u))) & 0xFu; }
+
+#if WTYPE == 5
+
 float16_t decode_q4_k(const in RefQ4_K r, const in uint bc[2], const in uint ib[2]) {
-  const uint i = ib[1], sub = i >> 5, l = i & 31u;
-  const uint q = (BYTE(r.b.qs, 32 * (sub >> 1) + l) >> (4 * (sub & 1u))) & 0xFu;
-  const vec2 dm = vec2(r.b.dm);
-  const vec2 sm = k_scale_min(r.b.scales, sub);
-  return float16_t(dm.x * sm.x * float(q) - dm.y * sm.y);
+  const uint i = ib[1], sub = i >> 5;
+  const uint q = k_nibble(RefQ4_K16(r).qs[((i & 0xC0u) >> 2) + ((i & 0x1Eu) >> 1)], i);
+  const vec2 sm = scales_sh[sub * BM + bc[0] % BM];
+  return float16_t(sm.x * float(q) - sm.y);
 }
 
+#elif WTYPE == 6
 float16_t decode_q5_k(const in RefQ5_K r, const in uint bc[2], const in uint ib[2]) {
   const uint i = ib[1], sub = i >> 5, l = i & 31u;
-  const uint q = ((BYTE(r.b.qs, 32 * (sub >> 1) + l) >> (4 * (sub & 1u))) & 0xFu) | (((BYTE(r.b.qh, l) >> sub) & 1u) << 4);
-  const vec2 dm = vec2(r.b.dm);
-  const vec2 sm = k_scale_min(r.b.scales, sub);
-  return float16_t(dm.x * sm.x * float(q) - dm.y * sm.y);
+  RefQ5_K16 r16 = RefQ5_K16(r);
+  const uint qh = (uint(r16.qh[l >> 1]) >> (8 * (l & 1u) + sub)) & 1u;
+  const uint q = k_nibble(r16.qs[((i & 0xC0u) >> 2) + ((i & 0x1Eu) >> 1)], i) | (qh << 4);
+  const vec2 sm = scales_sh[sub * BM + bc[0] % BM];
+  return float16_t(sm.x * float(q) - sm.y);
 }
 
+#elif WTYPE == 7
 // Element 128n + 32m + l: low nibble of ql[64n + 32(m&1) + l] (high for m >= 2),
 // bits 2m of qh[32n + l], scale 8n + 2m + l/16.
 float16_t decode_q6_k(const in RefQ6_K r, const in uint bc[2], const in uint ib[2]) {
@@ -122,9 +147,33 @@ float16_t decode_q6_k(const in RefQ6_K r, const in uint bc[2], const in uint ib[
   const uint qlb = 64 * n + 32 * (m & 1u) + l, qhb = 32 * n + l, sb = 8 * n + 2 * m + (l >> 4);
   const uint ql = (uint(r.b.ql[qlb >> 1]) >> (8 * (qlb & 1u) + 4 * (m >> 1))) & 0xFu;
   const uint qh = (uint(r.b.qh[qhb >> 1]) >> (8 * (qhb & 1u) + 2 * m)) & 3u;
-  const int sc = (int(uint(r.b.scales[sb >> 1]) >> (8 * (sb & 1u))) << 24) >> 24;
-  return float16_t(float(r.b.d) * float(sc) * float(int(ql | (qh << 4)) - 32));
+  return float16_t(scales_sh[sb * BM + bc[0] % BM] * float(int(ql | (qh << 4)) - 32));
 }
+#endif
+
+#ifdef NSCALES
+// Decodes block `blk` of rows row0 .. row0 + BM into scales_sh (after every
+// invocation's last decode of the previous block).
+void fill_scales(const uint row0, const uint w_pos, const uint blk) {
+  barrier();
+  for (uint i = gl_LocalInvocationIndex; i < NSCALES * BM; i += gl_WorkGroupSize.x) {
+    const uint r = i / NSCALES, s = i % NSCALES;
+    if (row0 + r >= p.nrows) continue;
+    const uint b = w_pos + (row0 + r) * p.row_blocks + blk;
+#if WTYPE == 7
+    const int sc = (int(uint(w[b].scales[s >> 1]) >> (8 * (s & 1u))) << 24) >> 24;
+    scales_sh[s * BM + r] = float(w[b].d) * float(sc);
+#else
+    const uint sc[3] = w[b].scales;
+    scales_sh[s * BM + r] = vec2(w[b].dm) * k_scale_min(sc, s);
+#endif
+  }
+  barrier();
+}
+#define FILL_SCALES(k0) if ((k0) % QK == 0) fill_scales(row0, w_pos, (k0) / QK);
+#else
+#define FILL_SCALES(k0)
+#endif
 
 #if WTYPE == 1
 #define DECODE_W , decode_f32
@@ -158,8 +207,10 @@ float store_y(const in uint r, const in uint c, const in float e, const in uint 
 #endif
 
 // acc += W[row0 .. +BM] . X[b_row0 .. +BN]^T over all columns, through layouts LA, LB.
+// (Unrolling a block's steps made the expert-grouped products slower on an H100.)
 #define K_LOOP(LA, LB)                                                                                \
   [[dont_unroll]] for (uint k0 = 0; k0 < p.ncols; k0 += BK) {                                        \
+    FILL_SCALES(k0)                                                                                  \
     coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                                  \
     coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;                                  \
     coopMatLoadTensorNV(a, w, w_pos, sliceTensorLayoutNV(LA, row0, BM, k0, BK) DECODE_W);            \
