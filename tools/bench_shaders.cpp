@@ -489,7 +489,8 @@ void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType
   fill_weights(ctx, upl, w, bytes, t, ncols, rng);
   Buffer xb = random_f32_buffer(ctx, upl, uint64_t(tokens) * ncols, "bench gemm x", rng);
   Buffer yb = ctx.create_buffer(uint64_t(tokens) * nrows * 4, MemoryKind::Device, "bench gemm y");
-  Buffer scratch;
+  // Every product gets the activation scratch, as in the engine (the int8 and coopmat2 paths need it).
+  Buffer scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
   GemmArgs a;
   a.type = t;
   a.ncols = ncols;
@@ -500,10 +501,7 @@ void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType
   a.x_stride = ncols;
   a.y = BufferRange(yb);
   a.y_stride = nrows;
-  if (path == GemmPath::Int8Dot || path == GemmPath::CoopMat2) {
-    scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
-    a.scratch = BufferRange(scratch);
-  }
+  a.scratch = BufferRange(scratch);
   const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm(rec, a, GemmConfig{path}); });
   print_gemm_row(kernel, shape, path, t_ns, 2.0 * tokens * nrows * ncols, bytes);
 }
@@ -554,7 +552,7 @@ void bench_gemm_ids(Context& ctx, Uploader& upl, uint32_t ncols, uint32_t nrows,
   upl.upload(tb, 0, words.data(), l.bytes()).wait();
   Buffer xb = random_f32_buffer(ctx, upl, uint64_t(tokens) * ncols, "bench gemm x", rng);
   Buffer yb = ctx.create_buffer(uint64_t(l.max_slots()) * nrows * 4, MemoryKind::Device, "bench gemm y");
-  Buffer scratch;
+  Buffer scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, l.max_slots()), MemoryKind::Device, "bench gemm scratch");
   GemmIdsArgs a;
   a.type = t;
   a.ncols = ncols;
@@ -569,10 +567,7 @@ void bench_gemm_ids(Context& ctx, Uploader& upl, uint32_t ncols, uint32_t nrows,
   a.expert_stride = ebytes;
   a.n_experts = o.experts;
   a.gather_x = true;
-  if (path == GemmPath::Int8Dot || path == GemmPath::CoopMat2) {
-    scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, l.max_slots()), MemoryKind::Device, "bench gemm scratch");
-    a.scratch = BufferRange(scratch);
-  }
+  a.scratch = BufferRange(scratch);
   const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm_ids(rec, a, GemmConfig{path}); });
   print_gemm_row("gemm_ids", shape, path, t_ns, 2.0 * tokens * k * nrows * ncols, ebytes * used);
 }
