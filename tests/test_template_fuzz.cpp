@@ -32,6 +32,10 @@ const char* const kSeeds[] = {
     "{% for m in messages | selectattr('role', 'equalto', 'user') %}{{ m.content.split('+') | reverse | "
     "join('-') }}{{ '%s=%d' | format('n', loop.length) }}{% else %}none{% endfor %}{{ raise_exception('x') "
     "if messages | length > 9 }}",
+    // ChatML, the most common real template (Qwen, many fine-tunes), with ~ for
+    // contents that are not strings.
+    "{% for message in messages %}{{ '<|im_start|>' ~ message['role'] ~ '\\n' ~ message['content'] ~ "
+    "'<|im_end|>' ~ '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}",
 };
 
 // Fragments a mutant may gain: syntax pieces, and constructs that try to loop
