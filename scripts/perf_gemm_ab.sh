@@ -26,6 +26,7 @@ if [ "${1:-}" = old ]; then
 fi
 source "$(dirname "$0")/device_env.sh"
 OLD=${OLD:-shadervar_old}
+# BENCH_VARIANTS: SPIR-V folders benched (KHR path) without their tests (ablations).
 # Workgroup shapes swept (VKMOE_COOPMAT_IDS_SHAPE / _SHAPE; empty: none), coopmat2
 # tiles (VKMOE_COOPMAT2_TILE) and coopmat2 SPIR-V variant folders (CM2_VARIANTS).
 IDS_SHAPES=${IDS_SHAPES-"64,64,32,32,32 128,64,32,32,32 192,64,32,32,32"}
@@ -33,9 +34,11 @@ DENSE_SHAPES=${DENSE_SHAPES-"64,64,32,32,32 128,128,64,32,32"}
 DENSE_GEMM=${DENSE_GEMM:-2048x4096:512,4096x2048:512,2048x512:512}
 qwen3_model > "$OUT/synth.txt" 2>&1 &
 warm_up
+# Further kernel:shapes pairs benched per path (e.g. the router, gemm_f32:2048x128:512).
+EXTRA_BENCH=${EXTRA_BENCH:-}
 # bench PATH: dense 2048x4096 / 4096x2048 and per-expert 2048x768 / 768x2048 (top-8 of 128)
 bench() {
-  for ks in gemm_q4_k:$DENSE_GEMM gemm_ids:2048x768:512,768x2048:512; do
+  for ks in gemm_q4_k:$DENSE_GEMM gemm_ids:2048x768:512,768x2048:512 $EXTRA_BENCH; do
     timeout 120 $B/vkmoe bench-shaders --kernels ${ks%%:*} --gemm-shapes ${ks#*:} --gemm-path "$1" 2>&1 |
       grep -v "^vkmoe bench-shaders on\|^read bandwidth\|^dispatch floor\|^shape =\|^time =\|^config =\|^kernel \|^GEMM\|^ *$"; echo "  (exit ${PIPESTATUS[0]})"
   done
@@ -43,6 +46,7 @@ bench() {
 # tests NAME_FILTER: the GemmCoopmat tests of one path, in their own process
 tests() { timeout 300 $B/vkmoe_tests --gtest_brief=1 --gtest_filter="$1" 2>&1 | tail -8; echo "  (exit ${PIPESTATUS[0]})"; }
 {
+  for v in ${BENCH_VARIANTS:-}; do echo "# coopmat, $v (bench only)"; VKMOE_SHADER_DIR=$v bench coopmat; done
   for v in ${VARIANTS:-}; do
     echo "# GemmCoopmat KHR tests, $v"; VKMOE_SHADER_DIR=$v tests '*GemmCoopmat*/coopmat_*'
     echo "# coopmat, $v"; VKMOE_SHADER_DIR=$v bench coopmat

@@ -11,3 +11,5 @@ endforeach()
 # f16 activation rows for the coopmat2 GEMM (gemm_coopmat2.cpp).
 vkmoe_shader(to_f16 to_f16.comp)
 vkmoe_shader(to_f16_ids to_f16.comp INDEXED=1)
+# The sum of a split-K product's partial planes (gemm_coopmat.cpp).
+vkmoe_shader(gemm_split_sum gemm_split_sum.comp)

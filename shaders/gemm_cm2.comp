@@ -28,6 +28,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 128;
 layout(constant_id = 2) const uint BN = 128;
 layout(constant_id = 3) const uint BK = 32;
+const uint BN_HALF = BN / 2;
 
 // ggml blocks as 16/32-bit words (no 8-bit storage needed).
 struct BlockQ8_0 { float16_t d; int16_t qs[16]; };                         // 34 bytes
@@ -105,7 +106,7 @@ vec2 k_scale_min(const uint s[3], uint j) {
 }
 
 // The K-quants' per-row scales of the current 256-column block, decoded once
-// per block by fill_scales() instead of per element: Q4_K/Q5_K (d * scale,
+// per block by store_scales() instead of per element: Q4_K/Q5_K (d * scale,
 // dmin * min) of the 8 sub-blocks, Q6_K d * scale of the 16. Index sub * BM + row
 // within the tile (rows are tile-aligned, so blockCoords[0] % BM).
 #if WTYPE == 5 || WTYPE == 6
@@ -152,27 +153,56 @@ float16_t decode_q6_k(const in RefQ6_K r, const in uint bc[2], const in uint ib[
 #endif
 
 #ifdef NSCALES
-// Decodes block `blk` of rows row0 .. row0 + BM into scales_sh (after every
-// invocation's last decode of the previous block).
-void fill_scales(const uint row0, const uint w_pos, const uint blk) {
-  barrier();
-  for (uint i = gl_LocalInvocationIndex; i < NSCALES * BM; i += gl_WorkGroupSize.x) {
-    const uint r = i / NSCALES, s = i % NSCALES;
-    if (row0 + r >= p.nrows) continue;
-    const uint b = w_pos + (row0 + r) * p.row_blocks + blk;
+// The scales of a block are fetched into registers a block ahead (one row's
+// bytes per SC_TPR invocations) and decoded into scales_sh at the block's start.
+const uint SC_TPR = gl_WorkGroupSize.x / BM;  // divides NSCALES (tiles have BM <= threads)
 #if WTYPE == 7
-    const int sc = (int(uint(w[b].scales[s >> 1]) >> (8 * (s & 1u))) << 24) >> 24;
-    scales_sh[s * BM + r] = float(w[b].d) * float(sc);
+uint16_t sc_raw[8];
+float sc_d;
 #else
-    const uint sc[3] = w[b].scales;
-    scales_sh[s * BM + r] = vec2(w[b].dm) * k_scale_min(sc, s);
+uint sc_raw[3];
+vec2 sc_dm;
 #endif
+
+void fetch_scales(const uint row0, const uint w_pos, const uint blk) {
+  const uint r = gl_LocalInvocationIndex / SC_TPR;
+  if (r >= BM || row0 + r >= p.nrows) return;
+  const uint b = w_pos + (row0 + r) * p.row_blocks + blk;
+#if WTYPE == 7
+  sc_raw = w[b].scales;
+  sc_d = float(w[b].d);
+#else
+  sc_raw = w[b].scales;
+  sc_dm = vec2(w[b].dm);
+#endif
+}
+
+// After every invocation's last decode of the previous block.
+void store_scales() {
+  barrier();
+  const uint r = gl_LocalInvocationIndex / SC_TPR, per = NSCALES / SC_TPR;
+  const uint s0 = (gl_LocalInvocationIndex % SC_TPR) * per;
+  if (r < BM) {
+    [[unroll]] for (uint j = 0; j < per; ++j) {
+      const uint s = s0 + j;
+#if WTYPE == 7
+      scales_sh[s * BM + r] = sc_d * float((int(uint(sc_raw[s >> 1]) >> (8 * (s & 1u))) << 24) >> 24);
+#else
+      scales_sh[s * BM + r] = sc_dm * k_scale_min(sc_raw, s);
+#endif
+    }
   }
   barrier();
 }
-#define FILL_SCALES(k0) if ((k0) % QK == 0) fill_scales(row0, w_pos, (k0) / QK);
+#define FILL_SCALES(k0)                                                         \
+  if ((k0) % QK == 0) {                                                         \
+    store_scales();                                                             \
+    if ((k0) + QK < p.ncols) fetch_scales(row0, w_pos, (k0) / QK + 1);          \
+  }
+#define FETCH_FIRST_SCALES fetch_scales(row0, w_pos, 0);
 #else
 #define FILL_SCALES(k0)
+#define FETCH_FIRST_SCALES
 #endif
 
 #if WTYPE == 1
@@ -193,6 +223,7 @@ void fill_scales(const uint row0, const uint w_pos, const uint blk) {
 
 #if INDEXED
 shared int toks[BN];  // token of each slot of the tile (-1: padding)
+shared bool in_upper_half;  // a token in slots BN / 2 ..
 uint slot0;
 
 // Stores one result element (r: weight row, c: slot within the tile) unless its slot is padding.
@@ -206,16 +237,28 @@ float store_y(const in uint r, const in uint c, const in float e, const in uint 
 }
 #endif
 
-// acc += W[row0 .. +BM] . X[b_row0 .. +BN]^T over all columns, through layouts LA, LB.
+// acc += W[row0 .. +BM] . X[b_row0 .. +N]^T over all columns, through layouts LA, LB.
 // (Unrolling a block's steps made the expert-grouped products slower on an H100.)
-#define K_LOOP(LA, LB)                                                                                \
+#define K_LOOP(LA, LB, N)                                                                             \
   [[dont_unroll]] for (uint k0 = 0; k0 < p.ncols; k0 += BK) {                                        \
     FILL_SCALES(k0)                                                                                  \
     coopmat<float16_t, gl_ScopeWorkgroup, BM, BK, gl_MatrixUseA> a;                                  \
-    coopmat<float16_t, gl_ScopeWorkgroup, BK, BN, gl_MatrixUseB> b;                                  \
+    coopmat<float16_t, gl_ScopeWorkgroup, BK, N, gl_MatrixUseB> b;                                   \
     coopMatLoadTensorNV(a, w, w_pos, sliceTensorLayoutNV(LA, row0, BM, k0, BK) DECODE_W);            \
-    coopMatLoadTensorNV(b, xh, 0, sliceTensorLayoutNV(LB, b_row0, BN, k0, BK), transpose);           \
+    coopMatLoadTensorNV(b, xh, 0, sliceTensorLayoutNV(LB, b_row0, N, k0, BK), transpose);            \
     acc = coopMatMulAdd(a, b, acc);                                                                  \
+  }
+
+// A BM x N accumulator `acc` over the whole row, unclamped when the tile is in bounds.
+#define TILE_PRODUCT(N)                                                                               \
+  coopmat<float, gl_ScopeWorkgroup, BM, N, gl_MatrixUseAccumulator> acc =                             \
+      coopmat<float, gl_ScopeWorkgroup, BM, N, gl_MatrixUseAccumulator>(0.0);                         \
+  if (INDEXED == 0 && p.accumulate != 0)                                                              \
+    coopMatLoadTensorNV(acc, y, p.y_offset, sliceTensorLayoutNV(ly, b_row0, N, row0, BM), transpose); \
+  if (in_bounds) {                                                                                    \
+    K_LOOP(la, lb, N)                                                                                 \
+  } else {                                                                                            \
+    K_LOOP(la_clamp, lb_clamp, N)                                                                     \
   }
 
 void main() {
@@ -228,7 +271,12 @@ void main() {
   if (expert < 0 || uint(expert) >= p.n_experts) return;
   w_pos = uint(expert) * p.expert_blocks;
   slot0 = tile * BN;
-  for (uint i = gl_LocalInvocationIndex; i < BN; i += gl_WorkGroupSize.x) toks[i] = table[p.slot_token_off + slot0 + i];
+  if (gl_LocalInvocationIndex == 0) in_upper_half = false;
+  barrier();
+  for (uint i = gl_LocalInvocationIndex; i < BN; i += gl_WorkGroupSize.x) {
+    toks[i] = table[p.slot_token_off + slot0 + i];
+    if (i >= BN / 2 && toks[i] >= 0) in_upper_half = true;
+  }
   barrier();
 #else
   const uint col0 = gl_WorkGroupID.y * BN;
@@ -240,39 +288,38 @@ void main() {
   const uint b_row0 = col0, b_rows = p.n_tokens;
 #endif
   tensorViewNV<2, false, 1, 0> transpose = createTensorViewNV(2, false, 1, 0);
-  coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator> acc =
-      coopmat<float, gl_ScopeWorkgroup, BM, BN, gl_MatrixUseAccumulator>(0.0);
-#if !INDEXED
-  tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> ly = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+#define CLAMPED_LAYOUT tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV>
+  CLAMPED_LAYOUT ly = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   ly = setTensorLayoutDimensionNV(ly, p.n_tokens, p.nrows);
   ly = setTensorLayoutStrideNV(ly, p.y_stride, 1);
-  if (p.accumulate != 0) coopMatLoadTensorNV(acc, y, p.y_offset, sliceTensorLayoutNV(ly, col0, BN, row0, BM), transpose);
-#endif
-
-  if (row0 + BM <= p.nrows && b_row0 + BN <= b_rows && p.ncols % BK == 0) {
-    // Whole tile in bounds: unclamped layouts.
-    tensorLayoutNV<2> la = createTensorLayoutNV(2);
-    la = setTensorLayoutBlockSizeNV(la, 1, QK);
-    la = setTensorLayoutDimensionNV(la, p.nrows, p.ncols);
-    la = setTensorLayoutStrideNV(la, p.row_blocks, 1);
-    tensorLayoutNV<2> lb = createTensorLayoutNV(2);
-    lb = setTensorLayoutDimensionNV(lb, b_rows, p.ncols);
-    lb = setTensorLayoutStrideNV(lb, p.ncols, 1);
-    K_LOOP(la, lb)
-  } else {
-    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> la = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    la = setTensorLayoutBlockSizeNV(la, 1, QK);
-    la = setTensorLayoutDimensionNV(la, p.nrows, p.ncols);
-    la = setTensorLayoutStrideNV(la, p.row_blocks, 1);
-    tensorLayoutNV<2, gl_CooperativeMatrixClampModeConstantNV> lb = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-    lb = setTensorLayoutDimensionNV(lb, b_rows, p.ncols);
-    lb = setTensorLayoutStrideNV(lb, p.ncols, 1);
-    K_LOOP(la, lb)
-  }
+  tensorLayoutNV<2> la = createTensorLayoutNV(2);
+  la = setTensorLayoutBlockSizeNV(la, 1, QK);
+  la = setTensorLayoutDimensionNV(la, p.nrows, p.ncols);
+  la = setTensorLayoutStrideNV(la, p.row_blocks, 1);
+  tensorLayoutNV<2> lb = createTensorLayoutNV(2);
+  lb = setTensorLayoutDimensionNV(lb, b_rows, p.ncols);
+  lb = setTensorLayoutStrideNV(lb, p.ncols, 1);
+  CLAMPED_LAYOUT la_clamp = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  la_clamp = setTensorLayoutBlockSizeNV(la_clamp, 1, QK);
+  la_clamp = setTensorLayoutDimensionNV(la_clamp, p.nrows, p.ncols);
+  la_clamp = setTensorLayoutStrideNV(la_clamp, p.row_blocks, 1);
+  CLAMPED_LAYOUT lb_clamp = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
+  lb_clamp = setTensorLayoutDimensionNV(lb_clamp, b_rows, p.ncols);
+  lb_clamp = setTensorLayoutStrideNV(lb_clamp, p.ncols, 1);
+  const bool in_bounds = row0 + BM <= p.nrows && b_row0 + BN <= b_rows && p.ncols % BK == 0;
+  FETCH_FIRST_SCALES
 
 #if INDEXED
+  // A tile whose slots past BN / 2 are all padding multiplies only its first half.
+  if (!in_upper_half) {
+    TILE_PRODUCT(BN_HALF)
+    coopMatPerElementNV(acc, acc, store_y, row0);
+    return;
+  }
+  TILE_PRODUCT(BN)
   coopMatPerElementNV(acc, acc, store_y, row0);
 #else
+  TILE_PRODUCT(BN)
   coopMatStoreTensorNV(acc, y, p.y_offset, sliceTensorLayoutNV(ly, col0, BN, row0, BM), transpose);
 #endif
 }

@@ -4,6 +4,8 @@
 // Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
 // matvec.comp), INDEXED (expert-grouped over a MoE table: one workgroup
 // column = one table tile of BN = kMoeTileRows slot rows, one expert).
+// Split-K (k_split != 0, not INDEXED): workgroup z multiplies columns
+// [z k_split, (z + 1) k_split) into plane z of y (gemm_split_sum.comp adds them).
 // Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
 // workgroup, 2 = BN tokens per workgroup, 3 = WM, 4 = WN rows/tokens per
 // subgroup (WM / TM <= 4 and WN / TN <= 2 fragments), 5..7 = TM, TN, TK
@@ -92,6 +94,7 @@ layout(push_constant) uniform Push {
   uint accumulate, x_vec4;  // x_vec4: x_offset and x_stride are multiples of 4
   uint expert_stride, n_experts, gather_x;
   uint count_off, tile_expert_off, slot_token_off;
+  uint k_split, split_stride;  // split-K: columns per workgroup z (0: all), floats between z's partial planes
 } p;
 
 shared f16vec4 sa[2 * BM * SROW];  // two buffers
@@ -270,7 +273,7 @@ void store_frag(ACC c, uint i, uint j) {
     const bool ok = r < p.nrows && n < p.n_tokens;
 #endif
     if (ok) {
-      const uint yi = p.y_offset + n * p.y_stride + r;
+      const uint yi = p.y_offset + gl_WorkGroupID.z * p.split_stride + n * p.y_stride + r;
       y[yi] = p.accumulate != 0 ? y[yi] + sout[warp * TM * TN + e] : sout[warp * TM * TN + e];
     }
   }
@@ -320,7 +323,9 @@ void main() {
 
   Raw ra[A_PER_T];
   vec4 rx[B_PER_T];
-  const uint steps = (p.ncols + BK - 1) / BK;
+  const uint k_begin = gl_WorkGroupID.z * p.k_split;  // k_split: a multiple of BK
+  const uint k_end = p.k_split == 0 ? p.ncols : min(p.ncols, k_begin + p.k_split);
+  const uint steps = (k_end - k_begin + BK - 1) / BK;
   // Stores step k0's chunks (in ra/rx) into shared buffer `buf`.
 #define STORE_STEP(k0, buf)                                                   \
   [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {                             \
@@ -343,14 +348,14 @@ void main() {
   [[unroll]] for (uint i = 0; i < B_PER_T; ++i)                                         \
     rx[i] = load_x(b_row[i], (k0) + 4 * ((tid + i * WG) % XPR));
 
-  LOAD_STEP(0)
-  STORE_STEP(0, 0)
+  LOAD_STEP(k_begin)
+  STORE_STEP(k_begin, 0)
   barrier();
   for (uint s = 0; s < steps; ++s) {
     const uint cur = s & 1u;
     const bool more = s + 1 < steps;
     if (more) {
-      LOAD_STEP((s + 1) * BK)
+      LOAD_STEP(k_begin + (s + 1) * BK)
     }
     [[unroll]] for (uint kk = 0; kk < BK / TK; ++kk) {
       const uint a0 = cur * BM * SROW + (wm * WM) * SROW + kk * (TK / 4);
@@ -372,7 +377,7 @@ void main() {
       }
     }
     if (more) {
-      STORE_STEP((s + 1) * BK, cur ^ 1u)
+      STORE_STEP(k_begin + (s + 1) * BK, cur ^ 1u)
     }
     barrier();
   }

@@ -6,16 +6,18 @@
 // every slot's token (-1 for padding), every tile's expert (-1 past the
 // used tiles, up to max_tiles) and the number of used tiles.
 // Pairs with an id outside [0, n_expert) get MOE_NO_SLOT.
+// The workgroup is as large as the device allows (a power of two, 256..1024):
+// each loop over the pairs is a chain of dependent global loads per invocation.
 #include "moe_table.glsl"
-#define WG 256
-layout(local_size_x = WG) in;
-layout(std430, binding = 0) readonly buffer Ids { int ids[]; };
-layout(std430, binding = 1) buffer Table { uint moe_table[]; };
+layout(local_size_x_id = 0) in;
+#define WG gl_WorkGroupSize.x
+layout(std430, binding = 0) restrict readonly buffer Ids { int ids[]; };
+layout(std430, binding = 1) restrict buffer Table { uint moe_table[]; };
 layout(push_constant) uniform P { MoeLayout lay; uint n_expert; } p;
 
 shared uint cnt[1024];    // pairs per expert (n_expert <= 1024)
 shared uint start[1024];  // first slot of each expert
-shared uint scan[WG];
+shared uint scan[1024];
 
 uint padded(uint c) { return (c + MOE_TILE_ROWS - 1u) / MOE_TILE_ROWS * MOE_TILE_ROWS; }
 

@@ -95,11 +95,12 @@ Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
   return b;
 }
 
+// split_k: room for a split-K product's partial sums (the KHR path splits few-workgroup products).
 void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
-                 bool accumulate) {
+                 bool accumulate, bool split_k = false) {
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
-               std::to_string(n_tokens) + (accumulate ? " accumulate" : ""));
+               std::to_string(n_tokens) + (accumulate ? " accumulate" : "") + (split_k ? " split-K room" : ""));
   const test::QMatrix m = test::quantized_matrix(rng, t, ncols, nrows);
   std::normal_distribution<float> nd(0.f, 1.f);
   const uint32_t w_off = 32, x_off = 4, x_stride = ncols + 12, y_off = 3, y_stride = nrows + 5;
@@ -126,6 +127,8 @@ void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols
   a.accumulate = accumulate;
   Buffer sb = ctx.create_buffer(gemm_scratch_bytes(ncols, n_tokens), MemoryKind::Device, "scratch");
   a.scratch = BufferRange(sb);
+  Buffer kb = ctx.create_buffer(gemm_split_k_bytes(nrows, n_tokens), MemoryKind::Device, "split-K");
+  if (split_k) a.split_k = BufferRange(kb);
   Recorder rec(ctx);
   rec.begin();
   path.record(rec, a, nullptr);
@@ -278,6 +281,11 @@ TEST_P(GemmCoopmat, Dense) {
     check_dense(path(), rng_, t, 256, 130, 150, true);
   }
   check_dense(path(), rng_, t, 1024, 300, 300, false);  // automatic tile
+  // Few workgroups over long rows: split-K (KHR path) into 8 column ranges, the
+  // last one shorter; with and without accumulation.
+  const uint32_t k_long = fl ? 2056 : 2304;
+  check_dense(path(), rng_, t, k_long, 100, 70, false, true);
+  check_dense(path(), rng_, t, k_long, 100, 70, true, true);
 }
 
 TEST_P(GemmCoopmat, Indexed) {

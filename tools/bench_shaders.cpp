@@ -491,6 +491,7 @@ void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType
   Buffer yb = ctx.create_buffer(uint64_t(tokens) * nrows * 4, MemoryKind::Device, "bench gemm y");
   // Every product gets the activation scratch, as in the engine (the int8 and coopmat2 paths need it).
   Buffer scratch = ctx.create_buffer(gemm_scratch_bytes(ncols, tokens), MemoryKind::Device, "bench gemm scratch");
+  Buffer split = ctx.create_buffer(gemm_split_k_bytes(nrows, tokens), MemoryKind::Device, "bench gemm split-K");
   GemmArgs a;
   a.type = t;
   a.ncols = ncols;
@@ -502,6 +503,7 @@ void bench_gemm(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType
   a.y = BufferRange(yb);
   a.y_stride = nrows;
   a.scratch = BufferRange(scratch);
+  a.split_k = BufferRange(split);
   const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) { record_gemm(rec, a, GemmConfig{path}); });
   print_gemm_row(kernel, shape, path, t_ns, 2.0 * tokens * nrows * ncols, bytes);
 }

@@ -25,7 +25,7 @@ uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 
 
 }  // namespace
 
-void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc) const {
+void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc, bool split_k) const {
   // Matrices larger than one binding may cover (a big output head on a device
   // with a small storage-buffer range) go in row chunks whose offsets respect
   // the binding alignment.
@@ -59,6 +59,7 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
       a.y_stride = y.stride;
       a.accumulate = acc;
       a.scratch = scratch_;
+      if (split_k && chunk == w.nrows) a.split_k = scratch_;  // chunks run without barriers between them
       vk::record_gemm(r, a, gemm_for(w.type));
     }
   }

@@ -36,7 +36,10 @@ class GpuOps {
   vk::Context& ctx() const { return ctx_; }
 
   // y[t] (+)= W x[t] for t < n.
-  void linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc = false) const;
+  // split_k: the product may split its rows' columns over workgroups, using the
+  // GEMM scratch for partial sums (no other product in flight may use it).
+  void linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc = false,
+              bool split_k = false) const;
   // y[t] (+)= W act(g[t], u[t]) (SwiGLU, see swiglu): one fused dispatch for
   // one token; for more, swiglu in place on g (stride = width), a barrier,
   // then the product.

@@ -170,7 +170,7 @@ void LayerProgram::router(vk::Recorder& r, int il, uint32_t n, uint32_t row0) co
 void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const {
   const uint32_t N = c_.n_expert;
   const Rows logits(a_.rlog, N, row0 * N);
-  ops_.linear(r, g_.layers[il].router, x, logits, n);
+  ops_.linear(r, g_.layers[il].router, x, logits, n, false, /*split_k=*/true);  // few outputs, long rows
   if (m_.layers()[il].spec.router_bias) {
     r.barrier();
     ops_.add_rows(r, Rows(g_.layers[il].router_b.buf, 0), logits, N, n);
@@ -203,9 +203,10 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
     ffn_norm(r, il, n);
     router(r, il, n);
     r.barrier();
+    mark_(r, "router");
     vk::record_moe_topk(r, tk);
     r.barrier();
-    mark_(r, "router + top-k");
+    mark_(r, "top-k");
   }
   const ExpertBuffers w{&g.gate_exps.buf, &g.up_exps.buf, &g.down_exps.buf, N};
   if (n > 1) {

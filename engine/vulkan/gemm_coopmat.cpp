@@ -76,7 +76,29 @@ struct CoopPush {
   uint32_t accumulate, x_vec4;
   uint32_t expert_stride, n_experts, gather_x;
   uint32_t count_off, tile_expert_off, slot_token_off;
+  uint32_t k_split, split_stride;
 };
+
+struct SplitSumPush {
+  uint32_t nrows, n_tokens, splits, plane;
+  uint32_t y_offset, y_stride, accumulate;
+};
+
+// Split-K: a product of fewer workgroups than kSplitTargetWgs (about two per SM
+// of an H100) and at least 2 * kSplitMinSteps steps runs as up to kMaxSplits
+// column ranges of at least kSplitMinSteps steps each (the router, f32 2048 -> 128 at
+// 512 tokens: 32 workgroups of 64 steps).
+constexpr uint32_t kSplitTargetWgs = 256, kSplitMinSteps = 8, kMaxSplits = 8;
+
+// Column ranges (a multiple of bk each) for wgs workgroups over ncols, within
+// `room` bytes of partial planes; 0 when the product runs unsplit.
+uint32_t split_columns(uint32_t wgs, uint32_t ncols, uint32_t bk, uint64_t plane_bytes, uint64_t room) {
+  const uint32_t steps = (ncols + bk - 1) / bk;
+  uint32_t splits = std::min({(kSplitTargetWgs + wgs - 1) / wgs, steps / kSplitMinSteps, kMaxSplits,
+                              uint32_t(std::min<uint64_t>(room / plane_bytes, kMaxSplits))});
+  if (wgs >= kSplitTargetWgs || splits < 2) return 0;
+  return (steps + splits - 1) / splits * bk;
+}
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
   if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: coopmat GEMM ") + what + " binding is empty");
@@ -205,8 +227,36 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     const uint32_t gy = (cols + t->bn - 1) / t->bn;
     if (gy > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many tokens");
     const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_") + T->suffix, 3, sizeof(CoopPush), spec);
-    rec.dispatch(pl, {a.w, a.x, a.y}, p, gx, gy);
+    const uint64_t plane = uint64_t(a.n_tokens) * a.nrows;
+    // VKMOE_GEMM_SPLIT_K=0 turns splitting off (A/B measurements).
+    static const bool split_off = [] {
+      const char* v = std::getenv("VKMOE_GEMM_SPLIT_K");
+      return v && std::string(v) == "0";
+    }();
+    const uint32_t k_split = a.split_k.buffer == VK_NULL_HANDLE || split_off
+                                 ? 0
+                                 : split_columns(gx * gy, a.ncols, t->bk, plane * 4, a.split_k.range);
+    if (k_split == 0) {
+      rec.dispatch(pl, {a.w, a.x, a.y}, p, gx, gy);
+      return;
+    }
+    // Partial planes, z-major, n_tokens x nrows each; then their sum into y.
+    const uint32_t splits = (a.ncols + k_split - 1) / k_split;
+    CoopPush ps = p;
+    ps.y_offset = 0;
+    ps.y_stride = a.nrows;
+    ps.accumulate = 0;
+    ps.k_split = k_split;
+    ps.split_stride = static_cast<uint32_t>(plane);
+    rec.dispatch(pl, {a.w, a.x, a.split_k}, ps, gx, gy, splits);
+    rec.barrier();
+    const SplitSumPush sp{a.nrows, a.n_tokens, splits, static_cast<uint32_t>(plane), a.y_offset, a.y_stride,
+                          a.accumulate ? 1u : 0u};
+    rec.dispatch(ctx.pipeline("gemm_split_sum", 2, sizeof(SplitSumPush)), {a.split_k, a.y}, sp,
+                 (a.nrows + 255) / 256, a.n_tokens);
   }
 }
+
+uint64_t gemm_split_k_bytes(uint32_t nrows, uint32_t n_tokens) { return uint64_t(kMaxSplits) * nrows * n_tokens * 4; }
 
 }  // namespace vkmoe::vk

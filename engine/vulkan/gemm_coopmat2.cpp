@@ -35,10 +35,11 @@ constexpr Tile kTiles[] = {{"L", 256, 128, 128, 32}, {"M", 256, 128, 64, 32}, {"
 constexpr Tile kIdsTiles[] = {{"L", 256, 128, kMoeTileRows, 32}, {"M", 128, 64, kMoeTileRows, 32},
                               {"L64", 256, 128, kMoeTileRows, 64}, {"M64", 128, 64, kMoeTileRows, 64}};
 
-bool tile_runs(const DeviceInfo& d, const Tile& t) {
+// Expert-grouped tiles also multiply BN / 2 slots (tiles with padding past the half).
+bool tile_runs(const DeviceInfo& d, const Tile& t, bool indexed) {
   return t.threads <= d.max_workgroup_invocations && t.threads <= d.max_workgroup_size[0] &&
          (d.coopmat2_max_workgroup == 0 || t.threads <= d.coopmat2_max_workgroup) &&
-         d.has_coopmat2(t.bm, t.bn, t.bk, t.threads);
+         d.has_coopmat2(t.bm, t.bn, t.bk, t.threads) && (!indexed || d.has_coopmat2(t.bm, t.bn / 2, t.bk, t.threads));
 }
 
 // A forced tile (VKMOE_COOPMAT2_TILE), else the largest giving at least two
@@ -48,13 +49,13 @@ const Tile* pick_tile(const DeviceInfo& d, bool indexed, uint32_t nrows, uint32_
   const size_t n = indexed ? std::size(kIdsTiles) : std::size(kTiles);
   if (const char* force = std::getenv("VKMOE_COOPMAT2_TILE")) {
     for (size_t i = 0; i < n; ++i)
-      if (std::string(force) == list[i].name && tile_runs(d, list[i])) return &list[i];
+      if (std::string(force) == list[i].name && tile_runs(d, list[i], indexed)) return &list[i];
   }
   const Tile* best = nullptr;
   uint64_t best_wgs = 0;
   for (size_t i = 0; i < n; ++i) {
     const Tile& t = list[i];
-    if (t.bk != 32 || !tile_runs(d, t)) continue;  // BK 64 only when forced
+    if (t.bk != 32 || !tile_runs(d, t, indexed)) continue;  // BK 64 only when forced
     const uint64_t wgs = uint64_t((nrows + t.bm - 1) / t.bm) * (indexed ? cols : (cols + t.bn - 1) / t.bn);
     if (wgs >= 256) return &t;
     if (!best || wgs > best_wgs) best = &t, best_wgs = wgs;

@@ -55,6 +55,10 @@ struct GemmArgs {
   // The int8 and coopmat2 paths' converted activations, gemm_scratch_bytes(ncols, n_tokens or max slots)
   // (gemm_paths.h); written and read within the call.
   BufferRange scratch;
+  // Optional room for the partial sums of a split-K product (the coopmat path
+  // splits long rows over few workgroups, see gemm_split_k_bytes); must not be
+  // in use by a product recorded without a barrier in between. Empty: no split.
+  BufferRange split_k;
 };
 
 // Expert-grouped product (MUL_MAT_ID) over a MoeTable (see moe_table.h): for
@@ -70,6 +74,9 @@ struct GemmIdsArgs : GemmArgs {
   uint32_t n_experts = 0;  // experts (or slots) in w
   bool gather_x = true;
 };
+
+// Bytes of GemmArgs::split_k that allow the largest split of n_tokens x nrows.
+uint64_t gemm_split_k_bytes(uint32_t nrows, uint32_t n_tokens);
 
 // Bytes of GemmArgs::scratch any path needs for n_rows activation rows of ncols
 // (n_rows: n_tokens, or layout.max_slots() for expert-grouped products).

@@ -21,7 +21,9 @@ struct CombinePush {
 };
 static_assert(sizeof(MoeTableLayout) == 32, "MoeTableLayout must mirror MoeLayout in shaders/moe_table.glsl");
 
-constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kMaxGroups = 64, kGroupWorkgroup = 256, kCombineWorkgroup = 256;
+constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kMaxGroups = 64, kCombineWorkgroup = 256;
+// moe_group: one workgroup, as large as the device allows within these bounds.
+constexpr uint32_t kGroupWorkgroup = 256, kGroupWorkgroupMax = 1024;
 
 void check_range(const char* kernel, const char* what, const BufferRange& b, uint64_t bytes) {
   if (b.buffer == VK_NULL_HANDLE)
@@ -43,6 +45,12 @@ void check_layout(const char* kernel, const MoeTableLayout& l, const BufferRange
 uint32_t pow2_ceil(uint32_t v) {
   uint32_t p = 1;
   while (p < v) p <<= 1;
+  return p;
+}
+
+uint32_t pow2_floor(uint32_t v) {
+  uint32_t p = 1;
+  while (p * 2 <= v) p *= 2;
   return p;
 }
 
@@ -96,10 +104,12 @@ void record_moe_group(Recorder& rec, const MoeGroupArgs& a) {
     throw Error("internal error: moe_group layout has too few tiles for " + std::to_string(a.n_expert) + " experts");
   check_range("moe_group", "ids", a.ids, pairs * 4);
   Context& ctx = rec.context();
-  if (ctx.info().max_workgroup_invocations < kGroupWorkgroup)
-    throw Error("moe_group needs workgroups of 256 invocations");
+  const DeviceInfo& d = ctx.info();
+  const uint32_t wg =
+      std::min<uint32_t>(kGroupWorkgroupMax, std::min(d.max_workgroup_invocations, d.max_workgroup_size[0]));
+  if (wg < kGroupWorkgroup) throw Error("moe_group needs workgroups of 256 invocations");
   const GroupPush push{l, a.n_expert};
-  rec.dispatch(ctx.pipeline("moe_group", 2, sizeof(GroupPush)), {a.ids, a.table}, push, 1);
+  rec.dispatch(ctx.pipeline("moe_group", 2, sizeof(GroupPush), {pow2_floor(wg)}), {a.ids, a.table}, push, 1);
 }
 
 void record_moe_combine(Recorder& rec, const MoeCombineArgs& a) {
