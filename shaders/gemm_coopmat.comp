@@ -81,6 +81,7 @@ const uint A_PER_T = (A_CHUNKS + WG - 1) / WG, B_PER_T = (B_UNITS + WG - 1) / WG
 
 layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
+layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
 layout(set = 0, binding = 1) readonly buffer X1 { float x1[]; };
 layout(set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 2) buffer Y { float y[]; };
@@ -107,6 +108,15 @@ struct Raw {
 };
 
 uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
+
+// The 16 bytes from 16-bit word i on, by 32-bit loads (a word more, shifted,
+// where i is odd; those 2 bytes past the end stay inside the block).
+uvec4 ld128(uint i) {
+  const uint j = i >> 1;
+  if ((i & 1u) == 0) return uvec4(w1[j], w1[j + 1], w1[j + 2], w1[j + 3]);
+  const uint a = w1[j], b = w1[j + 1], c = w1[j + 2], d = w1[j + 3], f = w1[j + 4];
+  return uvec4((a >> 16) | (b << 16), (b >> 16) | (c << 16), (c >> 16) | (d << 16), (d >> 16) | (f << 16));
+}
 
 void put(inout f16vec4 v[4], vec4 f0, vec4 f1, vec4 f2, vec4 f3) {
   v[0] = f16vec4(f0);
@@ -173,8 +183,8 @@ Raw load_w(uint rb, uint kc) {
   const uint e = k0 % 256, n = e / 128, m = (e % 128) / 32;
   const uint ql = hw + (64 * n + 32 * (m & 1u) + 16 * half_) / 2;
   const uint qh = hw + (128 + 32 * n + 16 * half_) / 2;
-  r.a = uvec4(ld32(ql), ld32(ql + 2), ld32(ql + 4), ld32(ql + 6));
-  r.b = uvec4(ld32(qh), ld32(qh + 2), ld32(qh + 4), ld32(qh + 6));
+  r.a = ld128(ql);
+  r.b = ld128(qh);
   r.c.x = uint(w2[hw + (192 + 8 * n + 2 * m + half_) / 2]);  // scale byte pair
   r.c.y = uint(w2[hw + 104]);
 #endif
