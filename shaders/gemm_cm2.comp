@@ -118,14 +118,15 @@ shared float scales_sh[NSCALES * BM];
 #endif
 
 // Q4_K/Q5_K element i = 32 sub + l: nibble (sub & 1) of quant byte 32 (sub / 2) + l,
-// from its 16-bit word.
+// in 16-bit word k_word(i) of the quants.
+uint k_word(const uint i) { return ((i & 0xC0u) >> 2) + ((i & 0x1Eu) >> 1); }
 uint k_nibble(const uint16_t word, const uint i) { return (uint(word) >> (4 * ((i >> 5) & 1u) + 8 * (i & 1u))) & 0xFu; }
 
 #if WTYPE == 5
 
 float16_t decode_q4_k(const in RefQ4_K r, const in uint bc[2], const in uint ib[2]) {
   const uint i = ib[1], sub = i >> 5;
-  const uint q = k_nibble(RefQ4_K16(r).qs[((i & 0xC0u) >> 2) + ((i & 0x1Eu) >> 1)], i);
+  const uint q = k_nibble(RefQ4_K16(r).qs[k_word(i)], i);
   const vec2 sm = scales_sh[sub * BM + bc[0] % BM];
   return float16_t(sm.x * float(q) - sm.y);
 }
@@ -135,7 +136,7 @@ float16_t decode_q5_k(const in RefQ5_K r, const in uint bc[2], const in uint ib[
   const uint i = ib[1], sub = i >> 5, l = i & 31u;
   RefQ5_K16 r16 = RefQ5_K16(r);
   const uint qh = (uint(r16.qh[l >> 1]) >> (8 * (l & 1u) + sub)) & 1u;
-  const uint q = k_nibble(r16.qs[((i & 0xC0u) >> 2) + ((i & 0x1Eu) >> 1)], i) | (qh << 4);
+  const uint q = k_nibble(r16.qs[k_word(i)], i) | (qh << 4);
   const vec2 sm = scales_sh[sub * BM + bc[0] % BM];
   return float16_t(sm.x * float(q) - sm.y);
 }
