@@ -293,20 +293,14 @@ void main() {
   CLAMPED_LAYOUT ly = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
   ly = setTensorLayoutDimensionNV(ly, p.n_tokens, p.nrows);
   ly = setTensorLayoutStrideNV(ly, p.y_stride, 1);
-  tensorLayoutNV<2> la = createTensorLayoutNV(2);
-  la = setTensorLayoutBlockSizeNV(la, 1, QK);
-  la = setTensorLayoutDimensionNV(la, p.nrows, p.ncols);
-  la = setTensorLayoutStrideNV(la, p.row_blocks, 1);
-  tensorLayoutNV<2> lb = createTensorLayoutNV(2);
-  lb = setTensorLayoutDimensionNV(lb, b_rows, p.ncols);
-  lb = setTensorLayoutStrideNV(lb, p.ncols, 1);
-  CLAMPED_LAYOUT la_clamp = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  la_clamp = setTensorLayoutBlockSizeNV(la_clamp, 1, QK);
-  la_clamp = setTensorLayoutDimensionNV(la_clamp, p.nrows, p.ncols);
-  la_clamp = setTensorLayoutStrideNV(la_clamp, p.row_blocks, 1);
-  CLAMPED_LAYOUT lb_clamp = createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV);
-  lb_clamp = setTensorLayoutDimensionNV(lb_clamp, b_rows, p.ncols);
-  lb_clamp = setTensorLayoutStrideNV(lb_clamp, p.ncols, 1);
+  // The weight (A) and activation (B) layouts, unclamped and clamped alike.
+#define A_LAYOUT(L)                                                                                   \
+  setTensorLayoutStrideNV(setTensorLayoutDimensionNV(setTensorLayoutBlockSizeNV(L, 1, QK), p.nrows, p.ncols), \
+                          p.row_blocks, 1)
+#define B_LAYOUT(L) setTensorLayoutStrideNV(setTensorLayoutDimensionNV(L, b_rows, p.ncols), p.ncols, 1)
+  const tensorLayoutNV<2> la = A_LAYOUT(createTensorLayoutNV(2)), lb = B_LAYOUT(createTensorLayoutNV(2));
+  const CLAMPED_LAYOUT la_clamp = A_LAYOUT(createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV));
+  const CLAMPED_LAYOUT lb_clamp = B_LAYOUT(createTensorLayoutNV(2, gl_CooperativeMatrixClampModeConstantNV));
   const bool in_bounds = row0 + BM <= p.nrows && b_row0 + BN <= b_rows && p.ncols % BK == 0;
   FETCH_FIRST_SCALES
 

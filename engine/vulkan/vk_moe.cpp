@@ -1,6 +1,7 @@
 #include "engine/vulkan/vk_moe.h"
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 namespace vkmoe::vk {
@@ -42,18 +43,6 @@ void check_layout(const char* kernel, const MoeTableLayout& l, const BufferRange
   check_range(kernel, "table", table, l.bytes());
 }
 
-uint32_t pow2_ceil(uint32_t v) {
-  uint32_t p = 1;
-  while (p < v) p <<= 1;
-  return p;
-}
-
-uint32_t pow2_floor(uint32_t v) {
-  uint32_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
-
 }  // namespace
 
 void check_topk_params(uint32_t n_expert, uint32_t k, const RouterParams& rp) {
@@ -84,7 +73,7 @@ void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
   // at least 64 lanes and at least a subgroup.
   const uint32_t sg = dev.subgroup_size;
   const bool subgroup = dev.subgroup_arithmetic && sg > 0 && (sg & (sg - 1)) == 0 && sg <= 256;
-  uint32_t wg = std::clamp<uint32_t>(pow2_ceil(a.n_expert), 64, 256);
+  uint32_t wg = std::clamp<uint32_t>(std::bit_ceil(a.n_expert), 64, 256);
   if (subgroup) wg = std::max(wg, sg);
   if (wg > dev.max_workgroup_invocations) throw Error("internal error: moe_topk workgroup too large for the device");
   const TopkPush push{a.n_expert, a.k, a.logit_stride, rp.normalize ? 1u : 0u, uint32_t(rp.gating), has_bias ? 1u : 0u,
@@ -109,7 +98,7 @@ void record_moe_group(Recorder& rec, const MoeGroupArgs& a) {
       std::min<uint32_t>(kGroupWorkgroupMax, std::min(d.max_workgroup_invocations, d.max_workgroup_size[0]));
   if (wg < kGroupWorkgroup) throw Error("moe_group needs workgroups of 256 invocations");
   const GroupPush push{l, a.n_expert};
-  rec.dispatch(ctx.pipeline("moe_group", 2, sizeof(GroupPush), {pow2_floor(wg)}), {a.ids, a.table}, push, 1);
+  rec.dispatch(ctx.pipeline("moe_group", 2, sizeof(GroupPush), {std::bit_floor(wg)}), {a.ids, a.table}, push, 1);
 }
 
 void record_moe_combine(Recorder& rec, const MoeCombineArgs& a) {
