@@ -7,8 +7,9 @@
 // p - window < j <= p; a workgroup starts at its first row's first key.
 // Split-K (n_split > 1): workgroup y covers keys kv_start + [y*kv_len, (y+1)*kv_len)
 // and writes unnormalized partial outputs with their max and sum to `part`
-// for attn_split_reduce.comp (which then adds the sinks). Sinks (has_sinks,
-// unsplit only): one logit per q head counted in the max and the denominator.
+// for attn_split_reduce.comp (which then adds the sinks), or with tail_counter
+// the last split to finish combines them (combine_splits). Sinks (has_sinks):
+// one logit per q head counted in the max and the denominator.
 // Q_SHARED false (large head_dim, where q tiles would not fit in shared
 // memory): query rows are read from q directly in the score loop.
 // kv_same: the caches are one buffer (latent attention): the key tile is
@@ -48,8 +49,10 @@ layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { KV_T kc[]; };
 layout(std430, binding = 2) readonly buffer V { KV_T vc[]; };
 layout(std430, binding = 3) writeonly buffer O { vec4 o4[]; };
-layout(std430, binding = 4) writeonly buffer S { float part[]; };
+layout(std430, binding = 4) coherent buffer S { float part[]; };
+layout(std430, binding = 4) coherent buffer S4 { vec4 part4[]; };  // the same partials by vec4 (the split tail)
 layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; };
+layout(std430, binding = 6) buffer Counter { uint counter[]; };  // split tail (tail_counter != 0)
 layout(push_constant) uniform P {
   uint q_stride4, o_stride4;  // vec4s between tokens
   uint n_rows, group, pos0, n_head, kv_row_lu;  // kv_row_lu: loads between cache positions
@@ -58,6 +61,7 @@ layout(push_constant) uniform P {
   uint kv_scale_off;  // KV_Q8: first scale uint of a cache row
   uint kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
   uint kv_same;  // V is K (latent attention): the key tile serves as the value tile
+  uint tail_counter;  // split-K: 0, or 1 + the first counter of the split tail
 } p;
 
 shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
@@ -65,6 +69,7 @@ shared vec4 kv_sh[BC * RS];  // key tile, then value tile
 shared vec4 p_sh[BR * PS4];  // scores, then probabilities
 shared float red_max[WG], red_sum[WG];
 shared float row_m[BR], row_l[BR], row_alpha[BR], row_m_new[BR];
+shared bool tail_last;
 
 #include "attn_common.glsl"
 uint first_key(uint pos) { return first_key(pos, p.window); }
@@ -94,6 +99,75 @@ void store_tile(uint j, uint u, KV_T w, float sc) {
 #else
   kv_sh[j * RS + u] = w;
 #endif
+}
+
+// Split tail: the last of the splits of this (kv head g, row block) to finish
+// (counted on counter[tail_counter - 1 + ...], left at 0 again) combines their
+// partials into o as attn_split_reduce.comp would (sinks added once), saving
+// that dispatch and the barrier before it. Every step is spread over the
+// workgroup: the (max, sum) pairs of all rows and splits go to shared memory
+// (kv_sh as floats: 2 * BR * n_split of them, checked by the host), each row's
+// weights are reduced by its TPR invocations, and each output vec4 sums its
+// splits eight loads at a time.
+float tail_at(uint i) { return kv_sh[i / 4][i % 4]; }
+void combine_splits(uint r0, uint g) {
+  const uint tid = gl_LocalInvocationID.x, G = p.group, n = p.n_split, BRN = BR * n;
+  memoryBarrierBuffer();
+  barrier();
+  if (tid == 0) {
+    const uint c = p.tail_counter - 1 + g * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    tail_last = atomicAdd(counter[c], 1u) == n - 1;
+    if (tail_last) counter[c] = 0u;
+  }
+  barrier();
+  if (!tail_last) return;
+  memoryBarrierBuffer();
+  const uint rows = min(BR, p.n_rows - r0);
+  // Partial row (r, s): (t * n_head + h) * n + s with t, h those of row r0 + r.
+  for (uint i = tid; i < rows * n; i += WG) {
+    const uint row = r0 + i / n, pr = ((row / G) * p.n_head + g * G + row % G) * n + i % n;
+    kv_sh[i / 4][i % 4] = part[p.ml_off + 2 * pr];
+    kv_sh[(BRN + i) / 4][(BRN + i) % 4] = part[p.ml_off + 2 * pr + 1];
+  }
+  barrier();
+  const uint sr = tid / TPR;  // the row whose weights this invocation helps reduce
+  const bool row_ok = sr < rows;
+  const float sk = p.has_sinks != 0 && row_ok ? sinks[g * G + (r0 + sr) % G] * 1.4426950408889634 : NEG;
+  float mx = NEG;
+  if (row_ok)
+    for (uint s = tid % TPR; s < n; s += TPR) mx = max(mx, tail_at(sr * n + s));
+  red_max[tid] = mx;
+  barrier();
+  float m = sk;
+  for (uint i = 0; i < TPR; ++i) m = max(m, red_max[sr * TPR + i]);
+  float l = 0.0;
+  if (row_ok)
+    for (uint s = tid % TPR; s < n; s += TPR) {
+      const uint i = sr * n + s;
+      const float w = exp2(tail_at(i) - m);
+      l += w * tail_at(BRN + i);
+      kv_sh[i / 4][i % 4] = w;  // the max becomes the split's weight
+    }
+  red_sum[tid] = l;
+  barrier();
+  if (tid % TPR == 0 && row_ok) {
+    float sum = p.has_sinks != 0 ? exp2(sk - m) : 0.0;
+    for (uint i = 0; i < TPR; ++i) sum += red_sum[tid + i];
+    row_l[sr] = 1.0 / sum;
+  }
+  barrier();
+  for (uint i = tid; i < rows * D4; i += WG) {
+    const uint r = i / D4, c = i % D4, row = r0 + r, t = row / G, h = g * G + row % G;
+    const uint first = (t * p.n_head + h) * n;
+    vec4 a = vec4(0);
+    for (uint s0 = 0; s0 < n; s0 += 8) {
+      vec4 v[8];
+      [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = s0 + k < n ? part4[(first + s0 + k) * D4 + c] : vec4(0);
+      [[unroll]] for (uint k = 0; k < 8; ++k)
+        if (s0 + k < n) a += tail_at(r * n + s0 + k) * v[k];
+    }
+    o4[t * p.o_stride4 + h * D4 + c] = a * row_l[r];
+  }
 }
 
 void main() {
@@ -246,4 +320,5 @@ void main() {
       }
     }
   }
+  if (p.n_split > 1 && p.tail_counter != 0) combine_splits(r0, g);
 }

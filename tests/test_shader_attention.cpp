@@ -4,10 +4,13 @@
 // way (Q8_0: quantized and dequantized on the host).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <sstream>
+#include <string>
 
 #include "cpu/quant.h"
 #include "cpu/rope.h"
@@ -15,6 +18,7 @@
 #include "engine/vulkan/vk_attention.h"
 
 #include "tests/vk_test_env.h"
+#include "tools/bench_shaders.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -148,9 +152,10 @@ struct Extras {
   bool sinks = false;
   bool shared_kv = false;
   uint32_t max_shared = 0;
+  bool tail = false;  // counters for the split tail (the last split workgroup combines)
   std::string str() const {
     return "window=" + std::to_string(window) + (sinks ? " sinks" : "") + (shared_kv ? " k=v" : "") +
-           (max_shared ? " shared<=" + std::to_string(max_shared) : "");
+           (max_shared ? " shared<=" + std::to_string(max_shared) : "") + (tail ? " tail" : "");
   }
 };
 
@@ -165,6 +170,7 @@ constexpr double kAttnCmTol = 4e-3;
 struct AttnResult {
   std::vector<float> got, want, cpu;  // the heads of every token: GPU, double reference, attend_ref
   double tol = kAttnTol;              // of got against want / cpu: by the kernel that ran
+  AttentionRecord rec;                // how it was recorded (splits, tail)
 };
 
 // Runs record_attention on fresh inputs (caches filled up to pos0 + n_tokens)
@@ -205,7 +211,17 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   a.kv_type = kt;
   a.window = x.window;
   if (x.sinks) a.sinks = bsk;
-  e.record([&](Recorder& r) { record_attention(r, a); });
+  Buffer counters = e.buf(std::vector<uint32_t>(1024, 0));
+  if (x.tail) {
+    a.counters = counters;
+    a.counter_index = 5;
+  }
+  AttentionRecord rec;
+  e.record([&](Recorder& r) { rec = record_attention(r, a); });
+  if (x.tail) {
+    const auto c = e.read<uint32_t>(counters, 1024);
+    EXPECT_EQ(std::count(c.begin(), c.end(), 0u), 1024) << "the split tail left a counter non-zero";
+  }
   const double tol = attention_uses_coopmat(*e.ctx, a) ? kAttnCmTol : kAttnTol;
   std::vector<float> got(bo.as<float>(), bo.as<float>() + size_t(s.n_tokens) * o_stride);
   auto want = ref_attention(s, q, q_stride, kc, vc, o_stride, scale, x.window, x.sinks ? sinks.data() : nullptr);
@@ -220,6 +236,7 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   // Compare only the heads (the row padding must stay untouched: NaN).
   AttnResult res;
   res.tol = tol;
+  res.rec = rec;
   for (uint32_t t = 0; t < s.n_tokens; ++t) {
     attend_ref(&q[size_t(t) * q_stride], kc.data(), vc.data(), int(KV), int(s.pos0 + t), rs, cpu.data(), scratch);
     res.cpu.insert(res.cpu.end(), cpu.begin(), cpu.end());
@@ -334,7 +351,18 @@ TEST(ShaderAttention, SplitKeysEqualUnsplitForLongContexts) {
       const AttnResult split = run_attention(e, s, kt, true, 4096);
       e.rng.seed(seed);  // the same inputs without scratch: one dispatch
       const AttnResult whole = run_attention(e, s, kt, false, 4096);
+      e.rng.seed(seed);  // split, combined by the last split workgroup
+      Extras xt;
+      xt.tail = true;
+      const AttnResult tail = run_attention_ex(e, s, kt, true, 4096, xt);
       ASSERT_EQ(split.want, whole.want);
+      ASSERT_EQ(split.want, tail.want);
+      EXPECT_GT(split.rec.splits, 1u);
+      EXPECT_FALSE(split.rec.split_tail);
+      EXPECT_EQ(whole.rec.splits, 1u);
+      EXPECT_EQ(tail.rec.splits, split.rec.splits);
+      EXPECT_TRUE(tail.rec.split_tail);
+      EXPECT_LT(rel_err(tail.got, split.want), tail.tol);
       EXPECT_LT(rel_err(split.got, split.want), split.tol);
       EXPECT_LT(rel_err(whole.got, split.want), whole.tol);
       EXPECT_LT(rel_err(split.got, whole.got), std::max(split.tol, whole.tol));
@@ -366,12 +394,13 @@ TEST(ShaderAttention, SinksAndWindowPrefillMatchCpuReference) {
 }
 
 // Decode (one token) at long contexts: split-K with the sinks added once in
-// the reduce, windows shorter than a split, than the context, and longer;
-// split and unsplit runs on the same inputs agree.
+// the reduce (or the split tail), windows shorter than a split, than the
+// context, and longer; split, split-tail and unsplit runs on the same inputs agree.
 TEST(ShaderAttention, SinksAndWindowDecodeSplitMatchCpuReference) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
   double worst = 0;
+  int split_runs = 0;
   for (KvType kt : {KvType::F16, KvType::F32})
     for (const Shape& s : {Shape{128, 16, 2, 1, 2999}, Shape{64, 8, 8, 1, 4000}})
       for (uint32_t window : {0u, 128u, 333u, 1000u, 8000u})
@@ -383,13 +412,24 @@ TEST(ShaderAttention, SinksAndWindowDecodeSplitMatchCpuReference) {
           const AttnResult split = run_attention_ex(e, s, kt, true, 4096, x);
           e.rng.seed(seed);
           const AttnResult whole = run_attention_ex(e, s, kt, false, 4096, x);
+          e.rng.seed(seed);
+          Extras xt = x;
+          xt.tail = true;
+          const AttnResult tail = run_attention_ex(e, s, kt, true, 4096, xt);
           ASSERT_EQ(split.cpu, whole.cpu);
+          ASSERT_EQ(split.cpu, tail.cpu);
+          EXPECT_EQ(tail.rec.splits, split.rec.splits);
+          EXPECT_EQ(tail.rec.split_tail, split.rec.splits > 1);  // short windows are not split
+          split_runs += split.rec.splits > 1;
+          EXPECT_LT(rel_err(tail.got, split.cpu), tail.tol);
+          EXPECT_LT(rel_err(tail.got, split.got), tail.tol);
           EXPECT_LT(rel_err(split.got, split.cpu), split.tol);
           EXPECT_LT(rel_err(whole.got, split.cpu), whole.tol);
           EXPECT_LT(rel_err(split.got, whole.got), std::max(split.tol, whole.tol));
           EXPECT_LT(rel_err(split.cpu, split.want), kAttnTol);
-          worst = std::max({worst, rel_err(split.got, split.cpu), rel_err(whole.got, split.cpu)});
+          worst = std::max({worst, rel_err(split.got, split.cpu), rel_err(whole.got, split.cpu), rel_err(tail.got, split.cpu)});
         }
+  EXPECT_GE(split_runs, 24);  // windows of 333 keys and more, or none
   std::printf("worst relative error: gpu vs attend_ref %.3g\n", worst);
 }
 
@@ -687,4 +727,31 @@ TEST(ShaderAttention, RopeStoreRejectsBadRotaryDims) {
     EXPECT_THROW(record_rope_store(rec, a), Error) << "n_rot " << n_rot;
   }
   rec.discard();
+}
+
+// The decode attention benchmark on tiny settings: a sane row per depth
+// (300 keys split, 40 not).
+TEST(ShaderAttentionBench, PrintsSaneNumbers) {
+  std::vector<std::string> args = {"bench-shaders", "--kernels", "attn_decode", "--attn-depths", "40,300",
+                                   "--iters",       "2",         "--bw-mib",    "8",             "--pool-mib", "4"};
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  ::testing::internal::CaptureStdout();
+  const int rc = vkmoe::bench_shaders_main(static_cast<int>(argv.size()), argv.data());
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_EQ(rc, 0) << out;
+  std::istringstream lines(out);
+  std::vector<uint32_t> depths;
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream ls(line);
+    std::vector<std::string> tok;
+    for (std::string s; ls >> s;) tok.push_back(s);
+    if (tok.size() < 7 || tok[0] != "attn_decode" || tok[1] != "depth") continue;
+    depths.push_back(uint32_t(std::stoul(tok[2])));
+    for (int i : {3, 5}) {
+      const double v = std::stod(tok[i]);
+      EXPECT_TRUE(std::isfinite(v) && v > 0) << line;
+    }
+  }
+  EXPECT_EQ(depths, (std::vector<uint32_t>{40, 300})) << out;
 }

@@ -17,6 +17,7 @@
 #include "base/error.h"
 #include "tools/cli_args.h"
 #include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/vk_attention.h"
 #include "engine/vulkan/vk_gemm.h"
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_runtime.h"
@@ -35,6 +36,7 @@ struct Options {
   // GEMM: ncols x nrows : tokens (gemm_ids: per-expert shape, tokens routed top-8).
   std::vector<std::array<uint32_t, 3>> gemm_shapes = {{2048, 4096, 512}, {4096, 2048, 512}, {2048, 768, 512}};
   std::vector<std::array<uint32_t, 3>> ids_shapes;  // ncols, nrows, experts used; empty: per kernel
+  std::vector<uint32_t> attn_depths = {256, 4096, 16384};  // attn_decode: keys before the token
   GemmPath gemm_path = GemmPath::Auto;
   int iters = 50;
   uint64_t bw_mib = 1024;
@@ -49,7 +51,9 @@ const char* kUsage =
     "usage: vkmoe bench-shaders [--device N] [--kernels q4_k,q5_k,q6_k,q8_0,f16,bf16,f32,q4_0,q4_1,q5_0,q5_1,\n"
     "                                      iq4_nl,mxfp4,q2_k,q3_k,iq4_xs,TYPE_ids (q4_k_ids...),\n"
     "                                      TYPE_topk (f32_topk: a router with its top-8),\n"
-    "                                      gemm_q4_k,...,gemm_f32,gemm_ids]\n"
+    "                                      gemm_q4_k,...,gemm_f32,gemm_ids,\n"
+    "                                      attn_decode (one token's attention, Qwen3-30B-A3B heads)]\n"
+    "                           [--attn-depths N,...]\n"
     "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat|coopmat2]\n"
     "                           [--shapes NCOLSxNROWS,...] [--ids-shapes NCOLSxNROWS:USED,...]\n"
     "                           [--iters N] [--bw-mib N] [--pool-mib N]\n"
@@ -67,7 +71,7 @@ std::vector<std::string> split(const std::string& s, char sep) {
 Options parse(int argc, char** argv) {
   const Args a = parse_options("bench-shaders",
                                {{"device"}, {"kernels"}, {"shapes"}, {"gemm-shapes"}, {"ids-shapes"}, {"gemm-path"}, {"iters"},
-                                {"bw-mib"}, {"pool-mib"}, {"experts"}, {"config"}, {"sweep", "", true}},
+                                {"bw-mib"}, {"pool-mib"}, {"experts"}, {"config"}, {"attn-depths"}, {"sweep", "", true}},
                                argc - 1, argv + 1);
   if (a.has("help")) {
     std::fputs(kUsage, stdout);
@@ -122,6 +126,10 @@ Options parse(int argc, char** argv) {
     if (parts.size() == 6) o.config.quant_x = flag(5);
     o.has_config = true;
   }
+  if (a.has("attn-depths")) {
+    o.attn_depths.clear();
+    for (const auto& d : split(a.get("attn-depths"), ',')) o.attn_depths.push_back(u32("--attn-depths", d, 0));
+  }
   o.sweep = a.has("sweep");
   return o;
 }
@@ -149,7 +157,7 @@ bool kernel_weight_type(const std::string& k, GgmlType& t) {
 void validate_kernels(const Options& o) {
   GgmlType t;
   for (const auto& k : o.kernels)
-    if (k != "gemm_ids" && !kernel_weight_type(k, t))
+    if (k != "gemm_ids" && k != "attn_decode" && !kernel_weight_type(k, t))
       throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);
   if (o.kernels.empty() || o.shapes.empty()) throw Error(std::string("bench-shaders: nothing to run\n") + kUsage);
 }
@@ -589,6 +597,56 @@ std::vector<MatvecConfig> configs_for(const Options& o) {
   return {o.has_config ? o.config : MatvecConfig{}};
 }
 
+// --- One token's attention over an F16 cache of Qwen3-30B-A3B's heads (32
+// query / 4 kv heads of 128) at `depth` keys before it, split and combined as
+// the engine records it (scratch and tail counters). Caches rotate over copies
+// (--pool-mib of them, larger than the L2 cache); GB/s = K and V bytes read / time.
+void bench_attention(Context& ctx, Uploader& upl, const std::string& kernel, uint32_t depth, const Options& o,
+                     std::mt19937& rng) {
+  const uint32_t D = 128, n_head = 32, n_head_kv = 4, n_kv = depth + 1;
+  const uint64_t cache_bytes = kv_cache_bytes(KvType::F16, n_kv, D, n_head_kv);
+  const uint32_t copies = uint32_t(std::clamp<uint64_t>((o.pool_mib << 20) / (2 * cache_bytes), 1, 64));
+  std::vector<uint16_t> halves(cache_bytes / 2 * copies);
+  std::uniform_real_distribution<float> ud(-1.f, 1.f);
+  for (auto& h : halves) h = fp32_to_fp16(ud(rng));
+  Buffer k = ctx.create_buffer(cache_bytes * copies, MemoryKind::Device, "bench attention k");
+  Buffer v = ctx.create_buffer(cache_bytes * copies, MemoryKind::Device, "bench attention v");
+  upl.upload(k, 0, halves.data(), cache_bytes * copies).wait();
+  upl.upload(v, 0, halves.data(), cache_bytes * copies).wait();
+  Buffer q = random_f32_buffer(ctx, upl, uint64_t(n_head) * D, "bench attention q", rng);
+  Buffer out = ctx.create_buffer(uint64_t(n_head) * D * 4, MemoryKind::Device, "bench attention o");
+  Buffer scratch = ctx.create_buffer(attention_scratch_bytes(n_head, D, n_kv), MemoryKind::Device, "bench attention scratch");
+  Buffer counters = ctx.create_buffer(4096, MemoryKind::Device, "bench attention counters");
+  {
+    Recorder r(ctx);
+    r.begin();
+    r.fill(counters, 0, counters.size(), 0);
+    r.submit().wait();
+  }
+  AttentionArgs a;
+  a.q = BufferRange(q);
+  a.o = BufferRange(out);
+  a.q_stride = a.o_stride = n_head * D;
+  a.n_tokens = 1;
+  a.pos0 = depth;
+  a.head_dim = D;
+  a.n_head = n_head;
+  a.n_head_kv = n_head_kv;
+  a.scale = 1.f / std::sqrt(float(D));
+  a.scratch = BufferRange(scratch);
+  a.counters = BufferRange(counters);
+  uint32_t call = 0;
+  const double t_ns = time_dispatches(ctx, o, [&](Recorder& rec) {
+    const uint64_t off = cache_bytes * (call++ % copies);
+    a.k_cache = BufferRange(k, off, cache_bytes);
+    a.v_cache = BufferRange(v, off, cache_bytes);
+    record_attention(rec, a);
+  });
+  std::printf("%-12s depth %-8u %10.2f us %10.1f GB/s (K+V %.1f MiB, %u cache copies)\n", kernel.c_str(), depth,
+              t_ns / 1000.0, 2.0 * cache_bytes / t_ns, 2.0 * cache_bytes / 1048576.0, copies);
+  std::fflush(stdout);
+}
+
 int run(const Options& o) {
   auto ctx = Context::create(o.device);
   const DeviceInfo& dev = ctx->info();
@@ -613,6 +671,10 @@ int run(const Options& o) {
               "%bw");
   bool gemm_header = false;
   for (const auto& k : o.kernels) {
+    if (k == "attn_decode") {
+      for (uint32_t d : o.attn_depths) bench_attention(*ctx, upl, k, d, o, rng);
+      continue;
+    }
     GgmlType t = GgmlType::F32;
     if (k != "gemm_ids" && !kernel_weight_type(k, t))
       throw Error("bench-shaders: unknown kernel '" + k + "'\n" + kUsage);

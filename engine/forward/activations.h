@@ -38,7 +38,8 @@ struct Activations {
   vk::Buffer logits;        // [vocab] of the last token
   vk::Buffer gemm_scratch;  // int8 GEMM path: quantized activations of one product
   vk::Buffer counters;      // zeroed uints: fused kernels count finished workgroups here
-  static constexpr uint32_t kDispatchCounters = 16;
+  // [0]: the router's top-k tail; from kAttentionCounters: split attention tails.
+  static constexpr uint32_t kDispatchCounters = 1024, kAttentionCounters = 16;
   // Host-visible uint: the smallest non_finite_site code whose check saw
   // NaN/Inf (kNoNonFinite while none did). Not device memory.
   vk::Buffer non_finite;

@@ -107,6 +107,8 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   at.scale = c_.attn_scale();
   at.kv_type = kv_;
   at.scratch = a_.attn_scratch;
+  at.counters = a_.counters;
+  at.counter_index = Activations::kAttentionCounters;
   if (spec.sinks) at.sinks = g.attn_sinks.buf;
   at.window = spec.window;
   vk::record_attention(r, at);

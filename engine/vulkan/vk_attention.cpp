@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 #include "engine/vulkan/attention_coopmat.h"
@@ -28,6 +29,7 @@ struct FlashPush {
   uint32_t kv_scale_off;  // Q8_0: first scale uint of a cache row
   uint32_t kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
   uint32_t kv_same;                      // k_cache and v_cache are the same rows
+  uint32_t tail_counter;                 // 0, or 1 + the first counter of the split tail
 };
 struct SplitReducePush {
   uint32_t head_dim, n_head, n_split, ml_off, o_stride, has_sinks;
@@ -118,6 +120,14 @@ FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows, 
               " bytes of shared memory for head dimension " + std::to_string(head_dim));
 }
 
+bool split_tail_off() {
+  static const bool off = [] {
+    const char* v = std::getenv("VKMOE_ATTN_SPLIT_TAIL");
+    return v && std::string(v) == "0";
+  }();
+  return off;
+}
+
 uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / kMinSplitKeys, 1, kMaxSplits); }
 
 // Head dimensions each cache type's shaders handle (vector loads; Q8_0 blocks).
@@ -182,10 +192,10 @@ uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_
   return uint64_t(n_head) * max_splits(n_ctx) * (head_dim + 2) * 4;
 }
 
-// With an empty scratch range the keys are never split (one dispatch). With
-// a split, a barrier and the reduce dispatch follow; the caller records the
-// barrier before reading o either way.
-void record_attention(Recorder& rec, const AttentionArgs& a) {
+// With an empty scratch range the keys are never split (one dispatch). A
+// split is combined by the kernel's tail (counters) or by a barrier and the
+// reduce dispatch; the caller records the barrier before reading o either way.
+AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   check_heads("attention", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, dim_multiple(a.kv_type, 4));
   if (a.q_stride % 4 != 0 || a.o_stride % 4 != 0)
     throw Error("internal error: attention q/o strides must be multiples of 4 floats");
@@ -201,7 +211,10 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   const uint32_t rows = a.n_tokens * group;
   const bool has_sinks = a.sinks.buffer != VK_NULL_HANDLE;
   if (has_sinks) check_range("sinks", a.sinks, uint64_t(a.n_head) * 4);
-  if (attention_uses_coopmat(ctx, a)) return record_attention_coopmat(rec, a);
+  if (attention_uses_coopmat(ctx, a)) {
+    record_attention_coopmat(rec, a);
+    return {};
+  }
   const uint32_t shared_bytes =
       a.max_shared_bytes ? std::min(a.max_shared_bytes, dev.max_shared_memory_bytes) : dev.max_shared_memory_bytes;
   const FlashShape s = flash_shape(shared_bytes, D, rows, a.n_tokens == 1);
@@ -242,21 +255,29 @@ void record_attention(Recorder& rec, const AttentionArgs& a) {
   push.scale_log2 = a.scale * 1.4426950408889634f;
   push.kv_start = kv_start;
   push.window = a.window;
-  // With a split the sinks enter only the reduce (once per row).
-  push.has_sinks = has_sinks && n_split == 1 ? 1u : 0u;
+  // With a split the sinks enter only the combination (once per row): the
+  // kernel's tail or the reduce dispatch.
+  push.has_sinks = has_sinks ? 1u : 0u;
+  const uint32_t n_counters = row_blocks * a.n_head_kv;
+  // The tail keeps each row's (max, sum) of every split in the key tile's shared memory.
+  const bool tail_fits = 2 * s.br * n_split <= s.bc * (D / 4 + 1) * 4;
+  const bool tail = n_split > 1 && tail_fits && !split_tail_off() && a.counters.buffer != VK_NULL_HANDLE &&
+                    (uint64_t(a.counter_index) + n_counters) * 4 <= a.counters.range;
+  push.tail_counter = tail ? a.counter_index + 1 : 0;
   push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;
-  const Pipeline& fp = ctx.pipeline(std::string("attn_flash_") + kv_type_name(a.kv_type), 6, sizeof push,
+  const Pipeline& fp = ctx.pipeline(std::string("attn_flash_") + kv_type_name(a.kv_type), 7, sizeof push,
                                     {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u});
-  // Without a split the partials binding is unused: bind o in its place;
-  // without sinks their binding is unused: bind q in its place.
+  // Unused bindings get o (partials without a split, counters without the
+  // tail) or q (sinks without sinks).
   const BufferRange& sinks = push.has_sinks ? a.sinks : a.q;
-  rec.dispatch(fp, {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o, sinks}, push, row_blocks,
-               n_split, a.n_head_kv);
-  if (n_split == 1) return;
+  rec.dispatch(fp, {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o, sinks, tail ? a.counters : a.o},
+               push, row_blocks, n_split, a.n_head_kv);
+  if (n_split == 1 || tail) return {n_split, tail};
   rec.barrier();
   const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride, has_sinks ? 1u : 0u};
   const Pipeline& p = ctx.pipeline("attn_split_reduce", 3, sizeof rp);
   rec.dispatch(p, {a.scratch, a.o, has_sinks ? a.sinks : a.scratch}, rp, a.n_tokens * a.n_head);
+  return {n_split, false};
 }
 
 }  // namespace vkmoe::vk

@@ -55,6 +55,14 @@ struct AttentionArgs {
   BufferRange sinks;    // f32 per q head (n_head values); empty: no sinks
   uint32_t window = 0;  // sliding window in positions; 0: all keys
   uint32_t max_shared_bytes = 0;  // tiles' shared-memory cap (tests); 0: the device's
+  // Zeroed uints from counter_index on (left zero), one per (kv head, row
+  // block): with them the last workgroup of a split to finish combines the
+  // partials instead of a second dispatch after a barrier. The second
+  // dispatch runs where fewer counters follow counter_index, where the
+  // split's (max, sum) pairs would not fit the key tile's shared memory, and
+  // with VKMOE_ATTN_SPLIT_TAIL=0.
+  BufferRange counters;
+  uint32_t counter_index = 0;
 };
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx);
 // Prompt ubatches that fill 64 workgroups of 64 or 128 query rows (e.g. 256
@@ -64,6 +72,12 @@ uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_
 // q and the probabilities rounded to f16, f32 accumulation (relative error
 // ~1e-3 against ~1e-6). Whether `a` takes it here (attention_coopmat.cpp):
 bool attention_uses_coopmat(const Context& ctx, const AttentionArgs& a);
-void record_attention(Recorder& rec, const AttentionArgs& a);
+// How record_attention recorded `a`: keys split over this many workgroups,
+// combined by the kernel's split tail or by the reduce dispatch.
+struct AttentionRecord {
+  uint32_t splits = 1;
+  bool split_tail = false;
+};
+AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a);
 
 }  // namespace vkmoe::vk
