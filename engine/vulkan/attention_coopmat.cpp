@@ -63,10 +63,7 @@ bool attention_uses_coopmat(const Context& ctx, const AttentionArgs& a) {
   (void)a;
   return false;
 #else
-  static const bool off = [] {
-    const char* e = std::getenv("VKMOE_ATTN_COOPMAT");
-    return e && std::string(e) == "0";
-  }();
+  static const bool off = env_off("VKMOE_ATTN_COOPMAT");
   const DeviceInfo& d = ctx.info();
   const bool kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset;
   return !off && a.kv_type == KvType::F16 && a.head_dim % 16 == 0 && a.head_dim <= kCmMaxHeadDim && !kv_same &&

@@ -229,10 +229,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_") + T->suffix, 3, sizeof(CoopPush), spec);
     const uint64_t plane = uint64_t(a.n_tokens) * a.nrows;
     // VKMOE_GEMM_SPLIT_K=0 turns splitting off (A/B measurements).
-    static const bool split_off = [] {
-      const char* v = std::getenv("VKMOE_GEMM_SPLIT_K");
-      return v && std::string(v) == "0";
-    }();
+    static const bool split_off = env_off("VKMOE_GEMM_SPLIT_K");
     const uint32_t k_split = a.split_k.buffer == VK_NULL_HANDLE || split_off
                                  ? 0
                                  : split_columns(gx * gy, a.ncols, t->bk, plane * 4, a.split_k.range);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 
 #include "engine/vulkan/attention_coopmat.h"
@@ -118,14 +117,6 @@ FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows, 
       }
   throw Error("attention: no flash-attention tile fits in " + std::to_string(shared_bytes) +
               " bytes of shared memory for head dimension " + std::to_string(head_dim));
-}
-
-bool split_tail_off() {
-  static const bool off = [] {
-    const char* v = std::getenv("VKMOE_ATTN_SPLIT_TAIL");
-    return v && std::string(v) == "0";
-  }();
-  return off;
 }
 
 uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / kMinSplitKeys, 1, kMaxSplits); }
@@ -260,8 +251,9 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   push.has_sinks = has_sinks ? 1u : 0u;
   const uint32_t n_counters = row_blocks * a.n_head_kv;
   // The tail keeps each row's (max, sum) of every split in the key tile's shared memory.
+  static const bool tail_off = env_off("VKMOE_ATTN_SPLIT_TAIL");
   const bool tail_fits = 2 * s.br * n_split <= s.bc * (D / 4 + 1) * 4;
-  const bool tail = n_split > 1 && tail_fits && !split_tail_off() && a.counters.buffer != VK_NULL_HANDLE &&
+  const bool tail = n_split > 1 && tail_fits && !tail_off && a.counters.buffer != VK_NULL_HANDLE &&
                     (uint64_t(a.counter_index) + n_counters) * 4 <= a.counters.range;
   push.tail_counter = tail ? a.counter_index + 1 : 0;
   push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;

@@ -1325,4 +1325,9 @@ SyncPoint Uploader::flush() {
   return last_;
 }
 
+bool env_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "0") == 0;
+}
+
 }  // namespace vkmoe::vk
