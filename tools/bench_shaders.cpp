@@ -642,7 +642,7 @@ void bench_attention(Context& ctx, Uploader& upl, const std::string& kernel, uin
     a.v_cache = BufferRange(v, off, cache_bytes);
     record_attention(rec, a);
   });
-  std::printf("%-12s depth %-8u %10.2f us %10.1f GB/s (K+V %.1f MiB, %u cache copies)\n", kernel.c_str(), depth,
+  std::printf("%-12s depth %-8u %10.2f us %10.4g GB/s (K+V %.2f MiB, %u cache copies)\n", kernel.c_str(), depth,
               t_ns / 1000.0, 2.0 * cache_bytes / t_ns, 2.0 * cache_bytes / 1048576.0, copies);
   std::fflush(stdout);
 }
