@@ -101,6 +101,17 @@ void store_tile(uint j, uint u, KV_T w, float sc) {
 #endif
 }
 
+// Key tile rows [tile0, tile0 + BC) of kv head g as this invocation stores
+// them (zeros past kv_hi).
+void load_keys(uint tile0, uint kv_hi, uint g, out KV_T kr[NV], out float ks[NV]) {
+  [[unroll]] for (uint n = 0; n < NV; ++n) {
+    const uint i = gl_LocalInvocationID.x + n * WG, j = i / LU, u = i % LU;
+    const bool ok = i < BC * LU && tile0 + j < kv_hi;
+    kr[n] = ok ? kc[(tile0 + j) * p.kv_row_lu + g * LU + u] : KV_T(0);
+    ks[n] = ok ? K_SCALE(tile0 + j, u) : 0.0;
+  }
+}
+
 // Split tail: the last of the splits of this (kv head g, row block) to finish
 // (counted on counter[tail_counter - 1 + ...], left at 0 again) combines their
 // partials into o as attn_split_reduce.comp would (sinks added once), saving
@@ -209,14 +220,18 @@ void main() {
   vec4 acc[OR * NC];
   [[unroll]] for (uint i = 0; i < OR * NC; ++i) acc[i] = vec4(0);
 
+  // Key tiles run one tile ahead: the next one loads into registers while
+  // this one is worked on.
+  KV_T kreg[NV];
+  float ksc[NV];
+  load_keys(kv_lo, kv_hi, g, kreg, ksc);
   for (uint tile0 = kv_lo; tile0 < kv_hi; tile0 += BC) {
     barrier();  // the previous tile's readers are done
-    for (uint i = tid; i < BC * LU; i += WG) {
-      const uint j = i / LU, u = i % LU;
-      const bool in_range = tile0 + j < kv_hi;
-      store_tile(j, u, in_range ? kc[(tile0 + j) * p.kv_row_lu + kv_base + u] : KV_T(0),
-                 in_range ? K_SCALE(tile0 + j, u) : 0.0);
+    [[unroll]] for (uint n = 0; n < NV; ++n) {
+      const uint i = tid + n * WG;
+      if (i < BC * LU) store_tile(i / LU, i % LU, kreg[n], ksc[n]);
     }
+    if (tile0 + BC < kv_hi) load_keys(tile0 + BC, kv_hi, g, kreg, ksc);
     barrier();
     KV_T vreg[NV];  // value tile, loaded while the scores are computed
     float vsc[NV];
