@@ -18,7 +18,7 @@
 #include "engine/vulkan/vk_attention.h"
 
 #include "tests/vk_test_env.h"
-#include "tools/bench_shaders.h"
+#include "tests/bench_test_util.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
 
@@ -732,13 +732,8 @@ TEST(ShaderAttention, RopeStoreRejectsBadRotaryDims) {
 // The decode attention benchmark on tiny settings: a sane row per depth
 // (300 keys split, 40 not).
 TEST(ShaderAttentionBench, PrintsSaneNumbers) {
-  std::vector<std::string> args = {"bench-shaders", "--kernels", "attn_decode", "--attn-depths", "40,300",
-                                   "--iters",       "2",         "--bw-mib",    "8",             "--pool-mib", "4"};
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  ::testing::internal::CaptureStdout();
-  const int rc = vkmoe::bench_shaders_main(static_cast<int>(argv.size()), argv.data());
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [rc, out] = vkmoe::test::run_bench_shaders({"bench-shaders", "--kernels", "attn_decode", "--attn-depths",
+                                                          "40,300", "--iters", "2", "--bw-mib", "8", "--pool-mib", "4"});
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);
   std::vector<uint32_t> depths;

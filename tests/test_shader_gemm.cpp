@@ -15,7 +15,7 @@
 #include "engine/vulkan/vk_gemm.h"
 #include "engine/vulkan/weight_types.h"
 #include "engine/vulkan/vk_runtime.h"
-#include "tools/bench_shaders.h"
+#include "tests/bench_test_util.h"
 
 #include "tests/gemm_test_util.h"
 #include "tests/seed.h"
@@ -394,14 +394,9 @@ TEST(ShaderGemmErrors, RejectsBadArguments) {
 
 // The GEMM benchmark on tiny settings: one sane row per kernel and shape.
 TEST(ShaderGemmBench, PrintsSaneNumbers) {
-  std::vector<std::string> args = {"bench-shaders", "--kernels", "gemm_q4_k,gemm_f16,gemm_ids", "--gemm-shapes",
-                                   "256x96:40",     "--iters",   "2",                           "--bw-mib",
-                                   "8",             "--experts", "8"};
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  ::testing::internal::CaptureStdout();
-  const int rc = vkmoe::bench_shaders_main(static_cast<int>(argv.size()), argv.data());
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [rc, out] = vkmoe::test::run_bench_shaders({"bench-shaders", "--kernels", "gemm_q4_k,gemm_f16,gemm_ids",
+                                                          "--gemm-shapes", "256x96:40", "--iters", "2", "--bw-mib", "8",
+                                                          "--experts", "8"});
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);
   std::string line;

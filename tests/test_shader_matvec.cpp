@@ -15,7 +15,7 @@
 #include "cpu/quant.h"
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_runtime.h"
-#include "tools/bench_shaders.h"
+#include "tests/bench_test_util.h"
 #include "tests/seed.h"
 
 using namespace vkmoe;
@@ -491,13 +491,9 @@ TEST(ShaderMatvecErrors, RejectsBadArguments) {
 // The shader microbenchmark on tiny settings: it must print a positive,
 // finite bandwidth and one sane row per kernel.
 TEST(ShaderMatvecBench, PrintsSaneNumbers) {
-  std::vector<std::string> args = {"bench-shaders", "--kernels", "q4_k,q6_k,f16,mxfp4,q4_k_ids,mxfp4_ids,f32_topk", "--shapes", "512x40,1024x16",
-                                   "--iters",       "3",         "--bw-mib", "8", "--pool-mib", "1", "--experts", "16"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  ::testing::internal::CaptureStdout();
-  const int rc = vkmoe::bench_shaders_main(static_cast<int>(argv.size()), argv.data());
-  const std::string out = ::testing::internal::GetCapturedStdout();
+  const auto [rc, out] = vkmoe::test::run_bench_shaders(
+      {"bench-shaders", "--kernels", "q4_k,q6_k,f16,mxfp4,q4_k_ids,mxfp4_ids,f32_topk", "--shapes", "512x40,1024x16",
+       "--iters", "3", "--bw-mib", "8", "--pool-mib", "1", "--experts", "16"});
   ASSERT_EQ(rc, 0) << out;
   std::istringstream lines(out);
   std::string line;
@@ -519,10 +515,7 @@ TEST(ShaderMatvecBench, PrintsSaneNumbers) {
   }
   EXPECT_TRUE(std::isfinite(bw) && bw > 0) << out;
   EXPECT_EQ(rows, 5 * 2 + 2) << out;  // 5 kernels x 2 shapes, 2 expert kernels
-  std::vector<std::string> bad = {"bench-shaders", "--kernels", "q7_k"};
-  std::vector<char*> bargv;
-  for (auto& a : bad) bargv.push_back(a.data());
   ::testing::internal::CaptureStderr();
-  EXPECT_EQ(vkmoe::bench_shaders_main(static_cast<int>(bargv.size()), bargv.data()), 1);
+  EXPECT_EQ(vkmoe::test::run_bench_shaders({"bench-shaders", "--kernels", "q7_k"}).first, 1);
   EXPECT_NE(::testing::internal::GetCapturedStderr().find("unknown kernel"), std::string::npos);
 }
