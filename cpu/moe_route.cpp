@@ -18,8 +18,9 @@ bool better(float v, int i, float ov, int oi) { return v > ov || (v == ov && i <
 }  // namespace
 
 void route_topk(const float* logits, const float* bias, int n_expert, int k, const RouterParams& p, int* ids,
-                float* weights) {
+                float* weights, float* margin) {
   const int n = n_expert;
+  float gap = std::numeric_limits<float>::infinity();
   std::vector<float> l(n), prob(n), s(n);
   for (int e = 0; e < n; ++e) l[e] = no_nan(logits[e]);
   const float mx = *std::max_element(l.begin(), l.end());
@@ -46,6 +47,11 @@ void route_topk(const float* logits, const float* bias, int n_expert, int k, con
         else if (s[e] > b2) b2 = s[e];
       gs[g] = per > 1 ? no_nan(b1 + b2) : b1;
     }
+    if (p.topk_group < p.n_group) {
+      std::vector<float> sorted(gs);
+      std::sort(sorted.begin(), sorted.end(), std::greater<float>());
+      gap = sorted[p.topk_group - 1] - sorted[p.topk_group];
+    }
     for (int g = 0; g < p.n_group; ++g) {
       int rank = 0;
       for (int o = 0; o < p.n_group; ++o) rank += better(gs[o], o, gs[g], g);
@@ -57,6 +63,11 @@ void route_topk(const float* logits, const float* bias, int n_expert, int k, con
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
                     [&](int a, int b) { return better(s[a], a, s[b], b); });
   std::copy_n(order.begin(), k, ids);
+  if (k < n) {
+    const int next = *std::max_element(order.begin() + k, order.end(), [&](int a, int b) { return s[a] < s[b]; });
+    gap = std::min(gap, s[ids[k - 1]] - s[next]);
+  }
+  if (margin) *margin = std::isnan(gap) ? 0.f : gap;  // NaN: -inf scores on both sides
 
   std::vector<double> w(k);
   double sel = 0;

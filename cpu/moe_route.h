@@ -27,8 +27,12 @@ struct RouterParams {
 // (DeepSeek-V3 exp_probs_b); weights come from the unbiased scores.
 // Needs 1 <= k <= n_expert; with groups n_expert % n_group == 0 and
 // 1 <= topk_group <= n_group.
+// margin (may be null): how far the selection is from a tie, the smaller of
+// the gaps between the k-th and (k+1)-th expert score and, with groups,
+// between the topk_group-th and next group score (+inf when nothing is left
+// out). A rounding difference smaller than it cannot change the choice.
 void route_topk(const float* logits, const float* bias, int n_expert, int k, const RouterParams& p, int* ids,
-                float* weights);
+                float* weights, float* margin = nullptr);
 
 inline float silu(float x) { return x / (1.0f + __builtin_expf(-x)); }
 

@@ -388,21 +388,26 @@ TEST_P(GpuForwardOaiExperts, LogitsMatchCpuReference) {
     CpuForward ref(*m, 32);
     auto g = gpu->eval(prompt);
     auto r = ref.eval(prompt);
+    if (!routes_clear_of_ties(ref, "prompt")) continue;
     const double dp = max_rel_diff(g, r);
     EXPECT_LT(dp, tol) << "prompt";
     double dd = 0;
-    for (int i = 0; i < 4; ++i) {
+    bool tie = false;
+    for (int i = 0; i < 4 && !tie; ++i) {
       const int32_t t = argmax(r);
       g = gpu->eval({t});
       r = ref.eval({t});
-      dd = std::max(dd, max_rel_diff(g, r));
+      tie = !routes_clear_of_ties(ref, "token " + std::to_string(i));
+      if (!tie) dd = std::max(dd, max_rel_diff(g, r));
       ASSERT_LT(dd, tol) << "token " << i;
     }
+    if (tie) continue;
     // A second batched chunk, now with experts in the cache's slots.
     std::vector<int32_t> more(5);
     for (auto& t : more) t = int32_t(rng() % 512);
     g = gpu->eval(more);
     r = ref.eval(more);
+    if (!routes_clear_of_ties(ref, "second chunk")) continue;
     const double d2 = max_rel_diff(g, r);
     EXPECT_LT(d2, tol) << "second chunk";
     std::printf("%s %s: prompt %.2e decode %.2e chunk %.2e\n", oc.overrides, gpu->describe().c_str(), dp, dd, d2);

@@ -122,6 +122,34 @@ TEST(MoeRoute, GroupLimitedSelection) {
   expect_weights(r, {0.75});
 }
 
+// The margin is the gap a rounding difference would have to close to change
+// the choice: k-th against (k+1)-th expert score, and with groups also the
+// last kept group against the first dropped one.
+TEST(MoeRoute, MarginToATie) {
+  auto margin = [](const std::vector<float>& l, int k, const RouterParams& p) {
+    std::vector<int> ids(k);
+    std::vector<float> w(k);
+    float m = -1;
+    route_topk(l.data(), nullptr, int(l.size()), k, p, ids.data(), w.data(), &m);
+    return m;
+  };
+  const RouterParams soft{Gating::Softmax};
+  EXPECT_FLOAT_EQ(margin({0.5f, 2.f, 1.25f, -1.f}, 2, soft), 0.75f);  // 1.25 against 0.5
+  EXPECT_FLOAT_EQ(margin({0.5f, 2.f, 1.25f, -1.f}, 1, soft), 0.75f);  // 2 against 1.25
+  EXPECT_EQ(margin({3.f, 3.f, 1.f}, 1, soft), 0.f);                   // an exact tie
+  EXPECT_EQ(margin({3.f, 1.f}, 2, soft), std::numeric_limits<float>::infinity());  // nothing left out
+  // Groups of 2 (sums 0, 2, 3, -2): groups 2 and 1 kept, group 0 (0) the best dropped, so
+  // 2 - 0 = 2; inside the kept groups the experts 4, 2 (3, 1) against 3 (1): 0.
+  RouterParams g{Gating::SoftmaxWeight};
+  g.n_group = 4;
+  g.topk_group = 2;
+  EXPECT_EQ(margin({5, -5, 1, 1, 3, 0, -1, -1}, 2, g), 0.f);
+  EXPECT_FLOAT_EQ(margin({5, -5, 1, 1.5f, 3, 0, -1, -1}, 2, g), 0.5f);  // 1.5 against 1
+  EXPECT_FLOAT_EQ(margin({5, -5, 1, 1.5f, 3, 0, -1, -1}, 1, g), 1.5f);  // 3 against 1.5
+  g.topk_group = 1;  // group 2 (3) kept against group 1 (2.5)
+  EXPECT_FLOAT_EQ(margin({5, -5, 1, 1.5f, 3, 0, -1, -1}, 1, g), 0.5f);
+}
+
 TEST(MoeRoute, NonFiniteLogits) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   // All NaN reads as all -inf: every p is 1 (l == max), ids in index order.

@@ -91,7 +91,9 @@ TEST_P(PrefillArch, BatchedEqualsTokenByToken) {
     const auto l1 = one_by_one(*single, prompt);
     EXPECT_LT(max_rel_diff(lb, l1), kTol);
     EXPECT_LT(max_rel_diff(l8, l1), kTol);
-    EXPECT_LT(max_rel_diff(lb, want), kTol);
+    if (test::routes_clear_of_ties(ref, "prompt")) {
+      EXPECT_LT(max_rel_diff(lb, want), kTol);
+    }
     const auto gb = greedy_after(*batched, lb, 6);
     EXPECT_EQ(gb, greedy_after(*single, l1, 6));
     EXPECT_EQ(gb, greedy_after(*eights, l8, 6));

@@ -101,7 +101,9 @@ TEST(Session, CancelAndLimits) {
   r.cancel = nullptr;
   r.max_tokens = -1;
   const GenerateResult full = f.session->generate(r);
-  if (full.finish == FinishReason::Length) EXPECT_EQ(f.engine->n_past(), 63);
+  if (full.finish == FinishReason::Length) {
+    EXPECT_EQ(f.engine->n_past(), 63);
+  }
   r.prompt.assign(64, prompt[0]);
   EXPECT_THROW(f.session->generate(r), Error);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "cpu/ffn_act.h"
 #include "cpu/moe_route.h"
@@ -108,7 +109,8 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   r.experts.resize(K);
   r.weights.resize(K);
   const float* bias = l.spec.probs_bias ? lf_[il].exp_probs_b.data() : nullptr;
-  route_topk(logits.data(), bias, c_.n_expert, K, c_.router, r.experts.data(), r.weights.data());
+  route_topk(logits.data(), bias, c_.n_expert, K, c_.router, r.experts.data(), r.weights.data(), &r.margin);
+  min_route_margin_ = std::min(min_route_margin_, r.margin);
   std::fill(out, out + E, 0.f);
   std::vector<float> y(E);
   for (int j = 0; j < K; ++j) {
@@ -204,6 +206,7 @@ std::vector<float> CpuForward::eval(const std::vector<int32_t>& tokens) {
     throw Error("context is full (" + std::to_string(n_ctx_) + " tokens); raise --ctx");
   const int E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
   routes_.assign(c_.n_layer, {});
+  min_route_margin_ = std::numeric_limits<float>::infinity();
 
   std::vector<float> x(size_t(T) * E);
   for (int t = 0; t < T; ++t) {

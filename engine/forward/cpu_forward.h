@@ -16,6 +16,7 @@ class ThreadPool;
 struct Route {
   std::vector<int> experts;
   std::vector<float> weights;
+  float margin = 0;  // route_topk's distance from a tie
 };
 
 class CpuForward {
@@ -38,6 +39,10 @@ class CpuForward {
   int n_ctx() const { return n_ctx_; }
   // Router decisions of the last evaluated token, one entry per layer (MoE only).
   const std::vector<Route>& last_routes() const { return routes_; }
+  // The smallest route margin over every token and layer of the last eval
+  // (+inf without MoE): another implementation whose router logits differ by
+  // more may pick other experts, so its logits cannot be compared.
+  float min_route_margin() const { return min_route_margin_; }
 
  private:
   void matvec(const Weight& w, const float* x, float* y, int expert = -1) const;
@@ -71,6 +76,7 @@ class CpuForward {
   std::vector<LayerF32> lf_;
   std::vector<float> output_norm_;
   std::vector<Route> routes_;
+  float min_route_margin_ = 0;
   // project_mla's per-token scratch (sized once): all heads' queries, the
   // q_lora bottleneck, the kv_a projection (latent + rope key).
   std::vector<float> mla_qh_, mla_qa_, mla_kva_;
