@@ -70,11 +70,12 @@ inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>
 }
 
 // Another forward pass's router logits differ from the reference's by
-// rounding (~1e-6 of their size). Where the reference's last eval routed
+// rounding (the GPU's final logits by up to ~3e-6 of their size, on lavapipe
+// and the H100, in the f32-activation tests). Where the reference's last eval routed
 // closer to a tie than kRouteTieMargin, either may pick other experts (and
 // fill its KV cache with their output), so GPU-vs-reference logits are not
 // compared from that step on; the test says so.
-constexpr float kRouteTieMargin = 1e-4f;
+constexpr float kRouteTieMargin = 2e-5f;
 inline bool routes_clear_of_ties(const CpuForward& ref, const std::string& step) {
   if (ref.min_route_margin() >= kRouteTieMargin) return true;
   std::printf("%s: the reference routed %.1e from a tie; logits not compared from here\n", step.c_str(),
