@@ -190,6 +190,25 @@ VkInstance create_instance(bool validation) {
   return inst;
 }
 
+// The process's instance (one per validation setting): created on first use,
+// shared by every Context and list_devices, destroyed at exit. NVIDIA's
+// driver (580.159, H100 machine) refuses a process's 30th vkCreateInstance
+// even when the earlier instances were destroyed (docs/PERF.md run 21).
+VkInstance process_instance(bool validation) {
+  struct Kept {
+    VkInstance inst = VK_NULL_HANDLE;
+    ~Kept() {
+      if (inst) vkDestroyInstance(inst, nullptr);
+    }
+  };
+  static std::mutex m;
+  static Kept kept[2];
+  std::lock_guard<std::mutex> lock(m);
+  Kept& k = kept[validation ? 1 : 0];
+  if (!k.inst) k.inst = create_instance(validation);
+  return k.inst;
+}
+
 std::vector<VkPhysicalDevice> physical_devices(VkInstance inst) {
   uint32_t n = 0;
   VkResult r = vkEnumeratePhysicalDevices(inst, &n, nullptr);
@@ -499,16 +518,10 @@ std::string DeviceInfo::summary() const {
 }
 
 std::vector<DeviceInfo> list_devices() {
-  VkInstance inst = create_instance(false);
+  VkInstance inst = process_instance(false);
   std::vector<DeviceInfo> out;
-  try {
-    auto devs = physical_devices(inst);
-    for (size_t i = 0; i < devs.size(); ++i) out.push_back(describe_device(inst, devs[i], static_cast<int>(i)));
-  } catch (...) {
-    vkDestroyInstance(inst, nullptr);
-    throw;
-  }
-  vkDestroyInstance(inst, nullptr);
+  auto devs = physical_devices(inst);
+  for (size_t i = 0; i < devs.size(); ++i) out.push_back(describe_device(inst, devs[i], static_cast<int>(i)));
   return out;
 }
 
@@ -627,7 +640,7 @@ std::unique_ptr<Context> Context::create(int device_index, const ContextOptions&
 }
 
 void Context::init(int device_index, const ContextOptions& opts) {
-  instance_ = create_instance(opts.validation || env_flag("VKMOE_VK_VALIDATION"));
+  instance_ = process_instance(opts.validation || env_flag("VKMOE_VK_VALIDATION"));
   auto devs = physical_devices(instance_);
   std::vector<DeviceInfo> infos;
   for (size_t i = 0; i < devs.size(); ++i) infos.push_back(describe_device(instance_, devs[i], static_cast<int>(i)));
@@ -780,7 +793,6 @@ Context::~Context() {
     if (transfer_) vkDestroySemaphore(device_, transfer_->timeline_, nullptr);
     vkDestroyDevice(device_, nullptr);
   }
-  if (instance_) vkDestroyInstance(instance_, nullptr);
 }
 
 namespace {
