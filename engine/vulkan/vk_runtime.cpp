@@ -191,22 +191,18 @@ VkInstance create_instance(bool validation) {
 }
 
 // The process's instance (one per validation setting): created on first use,
-// shared by every Context and list_devices, destroyed at exit. NVIDIA's
-// driver (580.159, H100 machine) refuses a process's 30th vkCreateInstance
-// even when the earlier instances were destroyed (docs/PERF.md run 21).
+// shared by every Context and list_devices. NVIDIA's driver (580.159, H100
+// machine) refuses a process's 30th vkCreateInstance even when the earlier
+// instances were destroyed (docs/PERF.md run 21). It is never destroyed:
+// from a static destructor, vkDestroyInstance ran after the driver's own
+// exit handlers and crashed there.
 VkInstance process_instance(bool validation) {
-  struct Kept {
-    VkInstance inst = VK_NULL_HANDLE;
-    ~Kept() {
-      if (inst) vkDestroyInstance(inst, nullptr);
-    }
-  };
   static std::mutex m;
-  static Kept kept[2];
+  static VkInstance kept[2] = {VK_NULL_HANDLE, VK_NULL_HANDLE};
   std::lock_guard<std::mutex> lock(m);
-  Kept& k = kept[validation ? 1 : 0];
-  if (!k.inst) k.inst = create_instance(validation);
-  return k.inst;
+  VkInstance& inst = kept[validation ? 1 : 0];
+  if (!inst) inst = create_instance(validation);
+  return inst;
 }
 
 std::vector<VkPhysicalDevice> physical_devices(VkInstance inst) {

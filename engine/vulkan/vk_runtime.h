@@ -309,7 +309,7 @@ class Context {
   void free_buffer(Buffer& b);
 
   DeviceInfo info_;
-  VkInstance instance_ = VK_NULL_HANDLE;  // the process's (kept until exit)
+  VkInstance instance_ = VK_NULL_HANDLE;  // the process's (never destroyed)
   VkPhysicalDevice phys_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   std::unique_ptr<Queue> compute_, transfer_;
