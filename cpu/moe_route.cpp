@@ -47,16 +47,15 @@ void route_topk(const float* logits, const float* bias, int n_expert, int k, con
         else if (s[e] > b2) b2 = s[e];
       gs[g] = per > 1 ? no_nan(b1 + b2) : b1;
     }
-    if (p.topk_group < p.n_group) {
-      std::vector<float> sorted(gs);
-      std::sort(sorted.begin(), sorted.end(), std::greater<float>());
-      gap = sorted[p.topk_group - 1] - sorted[p.topk_group];
-    }
+    float last_kept = 0, first_dropped = 0;  // the group scores ranked topk_group - 1 and topk_group
     for (int g = 0; g < p.n_group; ++g) {
       int rank = 0;
       for (int o = 0; o < p.n_group; ++o) rank += better(gs[o], o, gs[g], g);
+      if (rank == p.topk_group - 1) last_kept = gs[g];
+      if (rank == p.topk_group) first_dropped = gs[g];
       if (rank >= p.topk_group) std::fill(s.begin() + g * per, s.begin() + (g + 1) * per, kNegInf);
     }
+    if (p.topk_group < p.n_group) gap = last_kept - first_dropped;
   }
   std::vector<int> order(n);
   std::iota(order.begin(), order.end(), 0);

@@ -109,8 +109,9 @@ void CpuForward::ffn_moe(int il, const float* x, float* out) {
   r.experts.resize(K);
   r.weights.resize(K);
   const float* bias = l.spec.probs_bias ? lf_[il].exp_probs_b.data() : nullptr;
-  route_topk(logits.data(), bias, c_.n_expert, K, c_.router, r.experts.data(), r.weights.data(), &r.margin);
-  min_route_margin_ = std::min(min_route_margin_, r.margin);
+  float margin = 0;
+  route_topk(logits.data(), bias, c_.n_expert, K, c_.router, r.experts.data(), r.weights.data(), &margin);
+  min_route_margin_ = std::min(min_route_margin_, margin);
   std::fill(out, out + E, 0.f);
   std::vector<float> y(E);
   for (int j = 0; j < K; ++j) {

@@ -16,7 +16,6 @@ class ThreadPool;
 struct Route {
   std::vector<int> experts;
   std::vector<float> weights;
-  float margin = 0;  // route_topk's distance from a tie
 };
 
 class CpuForward {
