@@ -13,7 +13,7 @@ const std::vector<OptionSpec> kModelOptions = {{"model", "-m"}, {"set"}, {"prese
 const std::vector<OptionSpec> kEngineOptions = {
     {"ctx", "-c"}, {"ubatch-size", "-ub"}, {"kv-type"}, {"gemm"}, {"backend"}, {"device"}, {"vram-budget"},
     {"moe-mode"}, {"pin-experts"}, {"predict-prefetch", "", true}, {"expert-stats", "", true},
-    {"cpu-f32", "", true}, {"threads", "-t"}, {"poll"}, {"cpu-strict"}};
+    {"cpu-f32", "", true}, {"gpu-f32", "", true}, {"threads", "-t"}, {"poll"}, {"cpu-strict"}};
 
 std::vector<OptionSpec> operator+(std::vector<OptionSpec> a, const std::vector<OptionSpec>& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -80,6 +80,7 @@ EngineOptions engine_options(const Args& a, const Model& m) {
   o.expert_stats = a.has("expert-stats");
   o.threads = static_cast<int>(a.num("threads", 0, 1, kMaxThreads));
   o.cpu_q8 = !a.has("cpu-f32");
+  o.gpu_q8 = a.has("gpu-f32") ? EngineOptions::GpuQ8::Off : EngineOptions::GpuQ8::Auto;
   // llama.cpp's spellings: --poll 0..100 (50 = our default of 200 us), --cpu-strict 0|1.
   if (a.has("poll")) o.placement.poll_us = 4 * a.num("poll", 50, 0, 100);
   if (a.has("cpu-strict")) o.placement.pin = static_cast<int>(a.num("cpu-strict", 1, 0, 1));

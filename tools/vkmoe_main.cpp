@@ -65,6 +65,8 @@ const char* kUsage =
     "  --pin-experts N        pin the N most-used experts per layer in VRAM after the prompt\n"
     "  --cpu-f32              CPU experts on f32 activations: the GPU path's result to rounding, but\n"
     "                         several times slower than the default Q8-quantized activations\n"
+    "  --gpu-f32              GPU one-token products on f32 activations (the CPU reference to rounding)\n"
+    "                         instead of int8 ones where the device accelerates integer dot products\n"
     "  -t, --threads N        CPU threads, 1 to 1024 (default: all cores)\n"
     "  --poll N               CPU threads poll 4*N us for work before sleeping, 0 to 100 (default 50)\n"
     "  --cpu-strict 0|1       pin CPU thread i to the (i+1)-th allowed CPU (default 1)\n"

@@ -31,6 +31,13 @@ struct EngineOptions {
   // rounding). Off here for the equivalence tests; the CLI turns it on unless
   // --cpu-f32.
   bool cpu_q8 = false;
+  // The GPU's one-token products of quantized weights on int8-quantized
+  // activations (packed integer dot products; ~1% different output, as
+  // llama.cpp's) where that pays, or on f32 activations (the CPU reference to
+  // rounding). Auto: on devices with accelerated 4x8-bit dot products. Off here
+  // for the equivalence tests; the CLI uses Auto unless --gpu-f32.
+  enum class GpuQ8 { Off, Auto, On };
+  GpuQ8 gpu_q8 = GpuQ8::Off;
   // Experts per layer pinned in VRAM once the prompt has been processed (the
   // most frequently routed ones so far); also in cpu-moe mode.
   int pin_per_layer = 0;

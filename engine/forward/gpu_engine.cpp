@@ -102,7 +102,10 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   const uint64_t kv_bytes = vk::kv_cache_bytes(kv_type_, uint32_t(n_ctx_), c_.head_dim, c_.n_head_kv);
   allocate_trunk(kv_bytes, ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_)));
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
-  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, act_->counters, parse_gemm(o.gemm));
+  const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||
+                      (o.gpu_q8 == EngineOptions::GpuQ8::Auto && ctx_->info().integer_dot_accelerated);
+  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, act_->counters, parse_gemm(o.gemm),
+                                  int8_x);
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });
 

@@ -43,7 +43,7 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
       a.nrows = static_cast<uint32_t>(rows);
       a.w = wr;
       a.y_offset += static_cast<uint32_t>(r0);
-      vk::record_matvec(r, a);
+      vk::record_matvec(r, a, matvec_config(w.type, a.nrows, 1));
     } else {
       vk::GemmArgs a;
       a.type = w.type;
@@ -63,6 +63,12 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
       vk::record_gemm(r, a, gemm_for(w.type));
     }
   }
+}
+
+vk::MatvecConfig GpuOps::matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items) const {
+  vk::MatvecConfig c;
+  if (int8_x_ && vk::q8x_pays(t, nrows, n_items)) c.quant_x = 1;
+  return c;
 }
 
 bool GpuOps::one_binding(const GpuTensor& w) const {

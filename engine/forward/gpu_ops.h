@@ -27,9 +27,14 @@ class GpuOps {
   // gemm_scratch: the int8 GEMM path's activation scratch; non_finite: the
   // flag norms lower when their input is not finite; counters: zeroed uints
   // for the fused router's last-workgroup counts (all in Activations).
+  // int8_x: one-token products of quantized weights on int8 activations where
+  // that pays (vk::q8x_pays).
   GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, const vk::Buffer& non_finite, const vk::Buffer& counters,
-         vk::GemmConfig gemm = {})
-      : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), counters_(counters), gemm_(gemm) {}
+         vk::GemmConfig gemm = {}, bool int8_x = false)
+      : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), counters_(counters), gemm_(gemm),
+        int8_x_(int8_x) {}
+  // The matvec configuration of a one-token product (n_items experts).
+  vk::MatvecConfig matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items) const;
   // The configured path for type t; a path the type lacks falls back to tiled.
   vk::GemmConfig gemm_for(GgmlType t) const;
   const vk::Buffer& gemm_scratch() const { return scratch_; }
@@ -92,6 +97,7 @@ class GpuOps {
   const vk::Buffer& non_finite_;
   const vk::Buffer& counters_;
   vk::GemmConfig gemm_;
+  bool int8_x_;
 };
 
 }  // namespace vkmoe

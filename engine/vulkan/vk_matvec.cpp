@@ -68,6 +68,15 @@ bool q8x_auto_type(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5
 
 bool matvec_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
+bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items) {
+  // H100, bench-shaders (docs/PERF.md run 22): Q4_K 2048x512 6.14 -> 5.89 us,
+  // 2048x4096 9.22 -> 8.19, experts 2048x768 top-8 12.54 -> 9.22; Q6_K
+  // 2048x4096 11.01 -> 10.24, experts 14.85 -> 12.03, but 2048x512 6.14 -> 7.42.
+  // Q5_K's int8 kernel runs like Q4_K's (bench-shaders' large-matrix table).
+  if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) return true;
+  return t == GgmlType::Q6_K && uint64_t(nrows) * n_items >= 4096;
+}
+
 MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_items,
                            const MatvecConfig& want) {
   const auto L = layout_of(t);

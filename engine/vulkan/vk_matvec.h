@@ -14,6 +14,9 @@ namespace vkmoe::vk {
 // Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, IQ4_XS (gpu_weight_type_missing_feature:
 // what some need of the device).
 bool matvec_supported(GgmlType t);
+// Whether the int8-x path (MatvecConfig::quant_x = 1) is faster than the f32-x
+// one for this product on devices with accelerated integer dot products.
+bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items);
 
 // Launch shape; 0 / -1 fields are chosen automatically (recommended).
 struct MatvecConfig {
