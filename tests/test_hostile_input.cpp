@@ -58,7 +58,8 @@ TEST(HostileInput, ShapeProductsAreCheckedIn64Bits) {
 
 TEST(HostileInput, FloatHyperParametersMustBePositiveAndFinite) {
   const auto base = synth_bytes("n_layer=1");
-  const double kBad[] = {std::nan(""), INFINITY, -INFINITY, 0.0, -1.0, 1e300};
+  // 1e-50 is positive as a double and 0 as a float (a fuzzer found it).
+  const double kBad[] = {std::nan(""), INFINITY, -INFINITY, 0.0, -1.0, 1e300, 1e-50};
   for (const char* key : {"qwen3moe.rope.freq_base", "qwen3moe.attention.layer_norm_rms_epsilon"})
     for (double v : kBad) {
       GgufValue x;

@@ -38,7 +38,8 @@ int Hparams::product(const std::string& kx, int x, const std::string& ky, int y)
 float Hparams::positive_float(const std::string& key, double fallback) const {
   const std::string k = a_ + "." + key;
   const double v = f_.get_float_or(k, fallback);
-  if (!(v > 0 && v <= std::numeric_limits<float>::max()))
+  // A positive double below float's range would round to 0.
+  if (!(v >= std::numeric_limits<float>::denorm_min() && v <= std::numeric_limits<float>::max()))
     fail("hyper-parameter '" + k + "' = " + std::to_string(v) + " must be a positive finite number");
   return static_cast<float>(v);
 }

@@ -17,7 +17,7 @@ void read_router(const Hparams& h, ModelConfig& c, Gating default_gating, bool d
   }
   r.normalize = h.opt_bool("expert_weights_norm", default_normalize);
   const double scale = h.file().get_float_or(h.arch() + ".expert_weights_scale", 0.0);
-  if (!(scale >= 0 && std::isfinite(scale)) || scale > 1e6) h.fail("expert_weights_scale is out of range");
+  if (!(scale == 0 || (scale >= 1e-6 && scale <= 1e6))) h.fail("expert_weights_scale is out of range");
   r.scale = scale == 0 ? 1.f : float(scale);
   r.n_group = h.opt_int("expert_group_count", 1);
   r.topk_group = h.opt_int("expert_group_used_count", r.n_group);
