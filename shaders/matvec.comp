@@ -140,16 +140,8 @@ layout(set = 0, binding = 3) readonly buffer Ids { int ids[]; };
 #if GLU
 layout(set = 0, binding = 3 + INDEXED) readonly buffer U { vec4 u4[]; };
 layout(constant_id = 5) const uint GLU_ACT = 0;
-const float OAI_ALPHA = 1.702;
-const float OAI_LIMIT = 7.0;
-vec4 glu(vec4 g, vec4 u) {
-  if (GLU_ACT == 1) {
-    const vec4 xg = min(g, vec4(OAI_LIMIT)), xu = clamp(u, vec4(-OAI_LIMIT), vec4(OAI_LIMIT));
-    return xg / (1.0 + exp(-OAI_ALPHA * xg)) * (xu + 1.0);
-  }
-  return g / (1.0 + exp(-g)) * u;
-}
-#define XV(i) glu(x4[i], u4[i])
+#include "glu.glsl"
+#define XV(i) glu(x4[i], u4[i], GLU_ACT)
 #else
 #define XV(i) x4[i]
 #endif

@@ -3,10 +3,12 @@
 // quantized to int8 per 32-element block in shared memory and packed 4x8-bit
 // integer dot products (SPV_KHR_integer_dot_product, OpSDot) in the inner loop.
 // Same bindings and push constants as matvec.comp.
-// Compile-time: WTYPE (4 = Q8_0, 5 = Q4_K, 6 = Q5_K, 7 = Q6_K), INDEXED (MoE expert variant).
+// Compile-time: WTYPE (4 = Q8_0, 5 = Q4_K, 6 = Q5_K, 7 = Q6_K), INDEXED (MoE expert variant),
+// GLU (the input is act(x, u) of a second vector u, as matvec.comp's, formed
+// in f32 before it is quantized).
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2, at
 // most the subgroup size), 2 = RPT rows per lane (1..8), 3 = XQ_WORDS: int32
-// words of quantized x held in shared memory (>= ncols / 4).
+// words of quantized x held in shared memory (>= ncols / 4), 4 = GLU activation.
 //
 // Numerics: x_i is replaced by dx * round(x_i / dx) with dx = max|x| / 127
 // over its 32-element block, so |error| <= sum_i |w_i| * dx(i) / 2 (the Q8
@@ -76,6 +78,17 @@ layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 layout(set = 0, binding = 2) buffer Y { float y[]; };
 #if INDEXED
 layout(set = 0, binding = 3) readonly buffer Ids { int ids[]; };
+#endif
+#ifndef GLU
+#define GLU 0
+#endif
+#if GLU
+layout(set = 0, binding = 3 + INDEXED) readonly buffer U { vec4 u4[]; };
+layout(constant_id = 4) const uint GLU_ACT = 0;
+#include "glu.glsl"
+#define XV(i) glu(x4[i], u4[i], GLU_ACT)
+#else
+#define XV(i) x4[i]
 #endif
 
 layout(push_constant) uniform Push {
@@ -309,7 +322,7 @@ void main() {
     vec4 v[8];
     float amax = 0.0;
     [[unroll]] for (uint i = 0; i < 8; ++i) {
-      v[i] = x4[xb + blk * 8 + i];
+      v[i] = XV(xb + blk * 8 + i);
       const vec4 a = abs(v[i]);
       amax = max(amax, max(max(a.x, a.y), max(a.z, a.w)));
     }

@@ -41,6 +41,10 @@ function(vkmoe_matvec_variants PREFIX SRC)
       vkmoe_shader(matvec_topk_${tname} ${SRC} WTYPE=${tid} TAIL_TOPK=1)
       # ... with the RMS norm of its input folded in (the decode router).
       vkmoe_shader(matvec_topk_norm_${tname} ${SRC} WTYPE=${tid} TAIL_TOPK=1 NORM=1)
+    elseif(PREFIX STREQUAL "matvec_q8x")
+      # SwiGLU on the input before it is quantized (the experts' down product).
+      vkmoe_shader(matvec_q8x_glu_${tname} ${SRC} WTYPE=${tid} GLU=1)
+      vkmoe_shader(matvec_ids_q8x_glu_${tname} ${SRC} WTYPE=${tid} INDEXED=1 GLU=1)
     endif()
   endforeach()
 endfunction()

@@ -52,8 +52,8 @@ void expect_logits_match_cpu(const std::string& spec, int n_ctx, int n_prompt, i
   std::mt19937 rng(seed);
   std::vector<int32_t> prompt(n_prompt);
   for (auto& t : prompt) t = int32_t(rng() % 512);
-  // These shapes stay on the f32-activation matvecs on every device (the
-  // int8-x path starts at 16384 rows), so only float summation order differs.
+  // EngineOptions keeps the one-token products on f32 activations on every
+  // device (gpu_q8 Off), so only float summation order differs.
   const double tol = 2e-3;
   auto g = gpu->eval(prompt);
   auto r = ref.eval(prompt);

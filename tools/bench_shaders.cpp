@@ -43,6 +43,7 @@ struct Options {
   uint64_t pool_mib = 512;
   uint32_t experts = 128;
   bool sweep = false;
+  bool glu = false;  // TYPE_ids: the input is SwiGLU(x, u), as in the experts' down product
   bool has_config = false;
   MatvecConfig config;
 };
@@ -57,7 +58,7 @@ const char* kUsage =
     "                           [--gemm-shapes NCOLSxNROWS:TOKENS,...] [--gemm-path auto|tiled|int8|coopmat|coopmat2]\n"
     "                           [--shapes NCOLSxNROWS,...] [--ids-shapes NCOLSxNROWS:USED,...]\n"
     "                           [--iters N] [--bw-mib N] [--pool-mib N]\n"
-    "                           [--experts N] [--config WG:TPR:RPT:SG[:PF[:QX]]] [--sweep]\n";
+    "                           [--experts N] [--config WG:TPR:RPT:SG[:PF[:QX]]] [--sweep] [--glu]\n";
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -71,7 +72,8 @@ std::vector<std::string> split(const std::string& s, char sep) {
 Options parse(int argc, char** argv) {
   const Args a = parse_options("bench-shaders",
                                {{"device"}, {"kernels"}, {"shapes"}, {"gemm-shapes"}, {"ids-shapes"}, {"gemm-path"}, {"iters"},
-                                {"bw-mib"}, {"pool-mib"}, {"experts"}, {"config"}, {"attn-depths"}, {"sweep", "", true}},
+                                {"bw-mib"}, {"pool-mib"}, {"experts"}, {"config"}, {"attn-depths"}, {"sweep", "", true},
+                                {"glu", "", true}},
                                argc - 1, argv + 1);
   if (a.has("help")) {
     std::fputs(kUsage, stdout);
@@ -131,6 +133,7 @@ Options parse(int argc, char** argv) {
     for (const auto& d : split(a.get("attn-depths"), ',')) o.attn_depths.push_back(u32("--attn-depths", d, 0));
   }
   o.sweep = a.has("sweep");
+  o.glu = a.has("glu");
   return o;
 }
 
@@ -298,9 +301,18 @@ double measure_bandwidth(Context& ctx, uint64_t bytes, int runs) {
 }
 
 // Times `iters` matvecs, rotating through slots of a weight pool.
+// cfg with the engine's choice of activations (int8 where the device
+// accelerates packed dot products and vk::q8x_pays) when it leaves them open.
+MatvecConfig engine_activations(const DeviceInfo& dev, MatvecConfig cfg, GgmlType t, uint32_t nrows, uint32_t items,
+                                bool glu) {
+  if (cfg.quant_x < 0) cfg.quant_x = dev.integer_dot_accelerated && q8x_pays(t, nrows, items, glu) ? 1 : 0;
+  return cfg;
+}
+
 Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows, const Options& o,
-                 const MatvecConfig& cfg, double bw, std::mt19937& rng, bool print = true) {
+                 MatvecConfig cfg, double bw, std::mt19937& rng, bool print = true) {
   const DeviceInfo& dev = ctx.info();
+  cfg = engine_activations(dev, cfg, t, nrows, 1, false);
   Row row;
   row.kernel = kernel;
   row.shape = std::to_string(ncols) + "x" + std::to_string(nrows);
@@ -379,13 +391,14 @@ Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlTyp
 // experts, `used` per token (by default Qwen3-30B-A3B's gate 2048x768 top-8,
 // or gpt-oss's 2880x2880 top-4 for mxfp4_ids).
 Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows,
-              uint32_t used, const Options& o, const MatvecConfig& cfg, double bw, std::mt19937& rng) {
+              uint32_t used, const Options& o, MatvecConfig cfg, double bw, std::mt19937& rng) {
   const DeviceInfo& dev = ctx.info();
+  cfg = engine_activations(dev, cfg, t, nrows, used, o.glu);
   const uint64_t ebytes = row_bytes(t, ncols) * nrows, stack = ebytes * o.experts;
   Row row;
   row.kernel = kernel;
   row.shape = std::to_string(ncols) + "x" + std::to_string(nrows) + ":" + std::to_string(used) + "/" +
-              std::to_string(o.experts);
+              std::to_string(o.experts) + (o.glu ? "+glu" : "");
   if (stack > dev.max_storage_buffer_range) {
     std::printf("%-10s %-14s skipped: stack exceeds the device's storage range\n", row.kernel.c_str(),
                 row.shape.c_str());
@@ -406,9 +419,11 @@ Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t
   for (auto& v : x) v = nd(rng);
   Buffer ib = ctx.create_buffer(ids.size() * 4, MemoryKind::Device, "bench ids");
   Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench x");
+  Buffer ub = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench u");
   Buffer yb = ctx.create_buffer(uint64_t(nrows) * used * 4, MemoryKind::Device, "bench y");
   upl.enqueue(ib, 0, ids.data(), ids.size() * 4);
   upl.enqueue(xb, 0, x.data(), x.size() * 4);
+  upl.enqueue(ub, 0, x.data(), x.size() * 4);
   upl.flush().wait();
 
   TimestampPool ts(ctx, 2 * n);
@@ -428,6 +443,7 @@ Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t
   a.expert_stride = ebytes;
   a.x_stride = 0;
   a.y_stride = nrows;
+  if (o.glu) a.glu_up = BufferRange(ub);
   for (int i = 0; i < n; ++i) {
     a.ids_offset = static_cast<uint32_t>(i * used);
     rec.barrier();

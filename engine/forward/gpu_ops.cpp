@@ -65,9 +65,9 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
   }
 }
 
-vk::MatvecConfig GpuOps::matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items) const {
+vk::MatvecConfig GpuOps::matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input) const {
   vk::MatvecConfig c;
-  if (int8_x_ && vk::q8x_pays(t, nrows, n_items)) c.quant_x = 1;
+  c.quant_x = int8_x_ && vk::q8x_pays(t, nrows, n_items, glu_input) ? 1 : 0;
   return c;
 }
 

@@ -33,8 +33,9 @@ class GpuOps {
          vk::GemmConfig gemm = {}, bool int8_x = false)
       : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), counters_(counters), gemm_(gemm),
         int8_x_(int8_x) {}
-  // The matvec configuration of a one-token product (n_items experts).
-  vk::MatvecConfig matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items) const;
+  // The matvec configuration of a one-token product (n_items experts; glu_input:
+  // its input is a SwiGLU of two vectors).
+  vk::MatvecConfig matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input = false) const;
   // The configured path for type t; a path the type lacks falls back to tiled.
   vk::GemmConfig gemm_for(GgmlType t) const;
   const vk::Buffer& gemm_scratch() const { return scratch_; }

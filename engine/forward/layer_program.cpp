@@ -299,7 +299,7 @@ void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& 
       a.glu_up = *glu_up;
       a.glu_act = lw.spec.act == FfnAct::OaiSwiGLU ? 1u : 0u;
     }
-    vk::record_matvec_ids(r, a, ops_.matvec_config(a.type, a.nrows, K));
+    vk::record_matvec_ids(r, a, ops_.matvec_config(a.type, a.nrows, K, glu_up != nullptr));
   };
   ids_mv(lw.gate_exps, *w.gate, a_.xn, 0, a_.eg, F);
   ids_mv(lw.up_exps, *w.up, a_.xn, 0, a_.eu, F);

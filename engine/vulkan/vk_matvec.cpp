@@ -54,25 +54,25 @@ std::optional<TypeLayout> layout_of(GgmlType t) {
 
 bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
 
-// Types with an int8-x shader, and those that use it by default on devices
-// with accelerated integer dot products.
+// Types with an int8-x shader.
 bool q8x_supported_type(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
-// (On an H100, Q6_K's 2-byte-aligned 210-byte blocks gain only ~3% on large
-// matrices; Q8_0 measured 82% of read bandwidth vs 73% in two runs but 70%
-// in a third, so both stay opt-in via MatvecConfig::quant_x = 1.)
-bool q8x_auto_type(GgmlType t) { return t == GgmlType::Q4_K || t == GgmlType::Q5_K; }
 
 }  // namespace
 
 bool matvec_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
-bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items) {
+bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input) {
+  // A SwiGLU input (the experts' down product) has an int8 kernel that has
+  // not been measured in place on a GPU yet (bench-shaders --glu measures it).
+  if (glu_input) return false;
   // H100, bench-shaders (docs/PERF.md run 22): Q4_K 2048x512 6.14 -> 5.89 us,
   // 2048x4096 9.22 -> 8.19, experts 2048x768 top-8 12.54 -> 9.22; Q6_K
   // 2048x4096 11.01 -> 10.24, experts 14.85 -> 12.03, but 2048x512 6.14 -> 7.42.
   // Q5_K's int8 kernel runs like Q4_K's (bench-shaders' large-matrix table).
+  // Q8_0 measured 82% of read bandwidth against 73% in two runs but 70% in a
+  // third, so it stays on f32.
   if (t == GgmlType::Q4_K || t == GgmlType::Q5_K) return true;
   return t == GgmlType::Q6_K && uint64_t(nrows) * n_items >= 4096;
 }
@@ -90,16 +90,12 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
   // the dispatch would have too few workgroups, and software-pipelined loads.
   const bool quant = L->qk > 8;
   const bool large = quant && uint64_t(nrows) * n_items >= 16384;
-  // int8-x path (matvec_q8x.comp): on an H100 it is faster than the f32-x
-  // path at every shape measured for Q4_K/Q5_K (large: ~86% of read
-  // bandwidth vs ~65%; small shapes up to ~15%),
-  // best at 128 threads, 32 lanes per row, 4 rows per lane. By default only
-  // single matrices of >= 16384 rows (the output projection) use it: int8
-  // activations in the layers would perturb the MoE router's hidden state,
-  // which can flip expert choices (seen on an H100 as 14% logit differences).
+  // int8-x path (matvec_q8x.comp), only where asked for (the engine's rule is
+  // q8x_pays): on an H100 it is faster than the f32-x path for Q4_K/Q5_K
+  // (large: ~86% of read bandwidth vs ~65%; small shapes up to ~15%), best at
+  // 128 threads, 32 lanes per row, 4 rows per lane.
   const bool q8x_type = q8x_supported_type(t);
-  if (c.quant_x < 0 && !(q8x_type && dev.integer_dot_accelerated && q8x_auto_type(t) && nrows >= 16384))
-    c.quant_x = 0;
+  if (c.quant_x < 0) c.quant_x = 0;
   if (c.quant_x != 0 && q8x_type && dev.integer_dot && dev.subgroup_shuffle && c.subgroup == 1 && pow2(sg)) {
     if (c.threads_per_row == 0) c.threads_per_row = std::min<uint32_t>(32, sg);
     if (c.workgroup == 0) c.workgroup = std::max<uint32_t>(128, sg);
@@ -230,8 +226,8 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
     if (a.glu_act > 1) throw Error("internal error: matvec glu_act " + std::to_string(a.glu_act));
   }
   if (tail) check_range("counter", tail->bindings[2], (uint64_t(tail->push.tail_counter) + 1) * 4);
-  // The fused variants exist on the f32-x path only.
-  if (glu || tail) want.quant_x = 0;
+  // The top-k tail exists on the f32-x path only.
+  if (tail) want.quant_x = 0;
 
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
@@ -266,12 +262,14 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
   push.row_blocks = row_blocks;
   // The int8-x shader takes the shared x size (int32 words, multiple of 8) in place of SG/PF.
   const std::vector<uint32_t> spec =
-      c.quant_x == 1 ? std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread, (a.ncols / 4 + 7) / 8 * 8}
+      c.quant_x == 1 ? std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread, (a.ncols / 4 + 7) / 8 * 8,
+                                             a.glu_act}
                      : std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread,
                                              static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0),
                                              a.glu_act};
   const std::string variant =
-      std::string(c.quant_x == 1 ? "q8x_" : glu ? "glu_" : tail ? (tail->norm() ? "topk_norm_" : "topk_") : "") + L->suffix;
+      std::string(c.quant_x == 1 ? "q8x_" : "") + (glu ? "glu_" : tail ? (tail->norm() ? "topk_norm_" : "topk_") : "") +
+      L->suffix;
   if (ids) {
     push.expert_stride = static_cast<uint32_t>(ids->expert_stride);
     push.n_experts = ids->n_experts;

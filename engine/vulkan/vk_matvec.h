@@ -15,8 +15,9 @@ namespace vkmoe::vk {
 // what some need of the device).
 bool matvec_supported(GgmlType t);
 // Whether the int8-x path (MatvecConfig::quant_x = 1) is faster than the f32-x
-// one for this product on devices with accelerated integer dot products.
-bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items);
+// one for this product (glu_input: MatvecArgs::glu_up bound) on devices with
+// accelerated integer dot products.
+bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input = false);
 
 // Launch shape; 0 / -1 fields are chosen automatically (recommended).
 struct MatvecConfig {
@@ -28,9 +29,8 @@ struct MatvecConfig {
   // 1: Q8_0/Q4_K/Q5_K/Q6_K only: quantize x to int8 blocks in shared memory and use
   // packed integer dot products (shaders/matvec_q8x.comp); needs
   // VK_KHR_shader_integer_dot_product, subgroup shuffles and threads_per_row <=
-  // subgroup size, else it falls back to 0. Default: Q4_K/Q5_K matrices of
-  // >= 16384 rows (output projection) on devices with accelerated 4x8-bit dot
-  // products. Adds the Q8 activation rounding error (<= sum_i |w_i| *
+  // subgroup size, else it falls back to 0. Default 0 (the engine asks for it
+  // where q8x_pays). Adds the Q8 activation rounding error (<= sum_i |w_i| *
   // max|x over i's 32-block| / 254).
   int quant_x = -1;
 };
