@@ -36,6 +36,18 @@ uint32_t ActivationShape::expert_rows() const { return std::max(k, n_ubatch > 1 
 
 namespace {
 
+// The GEMM scratch: the widest product's converted rows (a ubatch's dense
+// products, or the expert slots' gate/up/down inputs) and the router's split-K room.
+uint64_t gemm_scratch_bytes(const ActivationShape& s) {
+  const uint32_t T = s.n_ubatch, R = s.expert_rows();
+  uint64_t bytes = vk::gemm_split_k_bytes(s.n_expert, T);
+  if (s.gemm_converts_x) {
+    const uint32_t dense = std::max({s.embd, s.q, s.ff, s.ff_exp, s.q_lora, s.attn_out});
+    bytes = std::max({bytes, vk::gemm_scratch_bytes(dense, T), vk::gemm_scratch_bytes(std::max(s.embd, s.ff_exp), R)});
+  }
+  return bytes;
+}
+
 template <class F>
 void for_each_buffer(const ActivationShape& s, F&& f) {
   const uint64_t T = s.n_ubatch, R = s.expert_rows();
@@ -61,8 +73,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(R * s.ff_exp, "expert up");
   f(R * s.embd, "expert out");
   f(s.vocab, "logits");
-  const uint32_t widest = std::max({s.embd, s.q, s.ff, s.ff_exp, s.q_lora, s.attn_out});
-  f(vk::gemm_scratch_bytes(widest, std::max<uint32_t>(uint32_t(T), R)) / 4, "GEMM activation scratch");
+  f((gemm_scratch_bytes(s) + 3) / 4, "GEMM activation scratch");
   f(Activations::kDispatchCounters, "fused-dispatch counters");
 }
 

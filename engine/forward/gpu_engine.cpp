@@ -31,6 +31,14 @@ vk::GemmConfig parse_gemm(const std::string& s) {
   throw Error("unknown GEMM path '" + s + "' (" + vk::kGemmPathNames + ")");
 }
 
+// Whether a product of any matrix in the file converts its activations into
+// the GEMM scratch on this device (vk::gemm_converts_x).
+bool gemm_converts_x(const vk::Context& ctx, vk::GemmConfig gemm, const Model& m) {
+  for (const GgufTensor& t : m.gguf().tensors())
+    if (t.ne.size() >= 2 && vk::gemm_converts_x(ctx, gemm.path, t.type)) return true;
+  return false;
+}
+
 GgmlType kv_ggml_type(vk::KvType t) {
   return t == vk::KvType::F16 ? GgmlType::F16 : t == vk::KvType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F32;
 }
@@ -100,7 +108,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
 
   // The trunk first: what must be in VRAM; then what can do with less.
   const uint64_t kv_bytes = vk::kv_cache_bytes(kv_type_, uint32_t(n_ctx_), c_.head_dim, c_.n_head_kv);
-  allocate_trunk(kv_bytes, ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_)));
+  ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
+  shape.gemm_converts_x = gemm_converts_x(*ctx_, parse_gemm(o.gemm), m);
+  allocate_trunk(kv_bytes, shape);
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||
                       (o.gpu_q8 == EngineOptions::GpuQ8::Auto && ctx_->info().integer_dot_accelerated);

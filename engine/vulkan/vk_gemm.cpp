@@ -193,6 +193,12 @@ GemmPath resolve_gemm_path(const Context& ctx, GemmPath p, GgmlType t) { return 
 
 bool gemm_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
+bool gemm_converts_x(const Context& ctx, GemmPath p, GgmlType t) {
+  if (!gemm_path_available(ctx, p, t)) return false;  // unsupported, or forced and unavailable: tiled
+  const GemmPath r = resolve_path(ctx, p, t);
+  return r == GemmPath::Int8Dot || r == GemmPath::CoopMat2;
+}
+
 uint64_t gemm_scratch_bytes(uint32_t ncols, uint32_t n_rows) {
   const uint64_t f16 = gemm_coopmat2_scratch_bytes(ncols, n_rows);
   return ncols % 32 ? f16 : std::max(f16, gemm_int8_scratch_bytes(ncols, n_rows));
