@@ -53,9 +53,15 @@ inline std::vector<uint8_t> rewrite_gguf(const std::vector<uint8_t>& bytes, cons
 
 inline int argmax(const std::vector<float>& v) { return int(std::max_element(v.begin(), v.end()) - v.begin()); }
 
+// The plan of an unlimited budget as the GPU engine makes it with the tests'
+// tiled GEMMs (which convert no activations: EngineOptions::gemm = "tiled").
+inline Plan unlimited_plan(const Model& m, int n_ctx) {
+  return make_plan(plan_input_for(m, n_ctx, ~0ull >> 2, GgmlType::F16, 512, /*gemm_converts_x=*/false));
+}
+
 // Budget giving `slots` expert slots per layer on top of the trunk, KV and scratch.
 inline uint64_t budget_for_slots(const Model& m, int n_ctx, int slots) {
-  const Plan p = make_plan(plan_input_for(m, n_ctx, ~0ull >> 2));
+  const Plan p = unlimited_plan(m, n_ctx);
   return p.vram_bytes() - p.expert_cache_bytes + uint64_t(slots) * m.config().n_layer * p.slot_bytes;
 }
 

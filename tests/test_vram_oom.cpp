@@ -80,14 +80,9 @@ class VramOom : public ::testing::Test {
     ASSERT_EQ(trunk_vram + experts_vram, resident_vram);
   }
 
-  // A budget giving `slots` expert slots per layer on top of the trunk, KV and scratch.
-  uint64_t budget_for_slots(int slots) const {
-    Plan p = make_plan(plan_input_for(*m, kCtx, ~0ull >> 2));
-    return p.vram_bytes() - p.expert_cache_bytes + uint64_t(slots) * m->config().n_layer * p.slot_bytes;
-  }
+  uint64_t budget_for_slots(int slots) const { return test::budget_for_slots(*m, kCtx, slots); }
   uint64_t slot_vram() const {  // one slot of every layer
-    Plan p = make_plan(plan_input_for(*m, kCtx, ~0ull >> 2));
-    return uint64_t(m->config().n_layer) * p.slot_bytes;
+    return uint64_t(m->config().n_layer) * test::unlimited_plan(*m, kCtx).slot_bytes;
   }
 
   // Creates an engine under `fault`, checks its mode, text, VRAM and the one

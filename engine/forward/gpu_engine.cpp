@@ -78,7 +78,8 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   ctx_ = vk::Context::create(o.device);
   check_gpu_weight_types(m, ctx_->info());
   const uint64_t budget = o.vram_budget ? o.vram_budget : ctx_->memory_budget().free();
-  PlanInput in = plan_input_for(m, n_ctx_, budget, kv_ggml_type(kv_type_), int(n_ubatch_));
+  const bool gemm_converts = gemm_converts_x(*ctx_, parse_gemm(o.gemm), m);
+  PlanInput in = plan_input_for(m, n_ctx_, budget, kv_ggml_type(kv_type_), int(n_ubatch_), gemm_converts);
   in.forced = o.mode;
   in.pinned_per_layer = o.pin_per_layer;
   plan_ = make_plan(in);
@@ -109,7 +110,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   // The trunk first: what must be in VRAM; then what can do with less.
   const uint64_t kv_bytes = vk::kv_cache_bytes(kv_type_, uint32_t(n_ctx_), c_.head_dim, c_.n_head_kv);
   ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
-  shape.gemm_converts_x = gemm_converts_x(*ctx_, parse_gemm(o.gemm), m);
+  shape.gemm_converts_x = gemm_converts;
   allocate_trunk(kv_bytes, shape);
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||

@@ -7,7 +7,8 @@
 
 namespace vkmoe {
 
-PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlType kv_type, int n_ubatch) {
+PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlType kv_type, int n_ubatch,
+                         bool gemm_converts_x) {
   const ModelConfig& c = m.config();
   PlanInput in;
   in.vram_budget = vram_budget;
@@ -34,7 +35,9 @@ PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlTy
   in.experts.n_expert_used = c.n_expert_used;
   in.kv = {c.n_layer, n_ctx, c.kv_dim(), kv_type, kv_type, c.v_dim()};
   const uint32_t ub = uint32_t(std::clamp(n_ubatch, 1, std::max(n_ctx, 1)));
-  in.scratch_bytes = activation_bytes(ActivationShape::of(c, ub, uint32_t(std::max(n_ctx, 1)))) + kScratchSafetyMargin;
+  ActivationShape shape = ActivationShape::of(c, ub, uint32_t(std::max(n_ctx, 1)));
+  shape.gemm_converts_x = gemm_converts_x;
+  in.scratch_bytes = activation_bytes(shape) + kScratchSafetyMargin;
   in.prefill_staging_experts = ub > 1 ? c.n_expert : 0;
   return in;
 }
