@@ -65,8 +65,10 @@ bool matvec_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
 bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input) {
   // A SwiGLU input (the experts' down product) has an int8 kernel that has
-  // not been measured in place on a GPU yet (bench-shaders --glu measures it).
-  if (glu_input) return false;
+  // not been measured in place on a GPU yet (bench-shaders --glu measures it
+  // alone; VKMOE_Q8X_GLU=1 turns it on for in-place A/B runs).
+  static const bool glu_on = env_on("VKMOE_Q8X_GLU");
+  if (glu_input) return glu_on && (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K);
   // H100, bench-shaders (docs/PERF.md run 22): Q4_K 2048x512 6.14 -> 5.89 us,
   // 2048x4096 9.22 -> 8.19, experts 2048x768 top-8 12.54 -> 9.22; Q6_K
   // 2048x4096 11.01 -> 10.24, experts 14.85 -> 12.03, but 2048x512 6.14 -> 7.42.

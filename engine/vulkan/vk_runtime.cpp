@@ -1338,4 +1338,9 @@ bool env_off(const char* name) {
   return v && std::strcmp(v, "0") == 0;
 }
 
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::strcmp(v, "1") == 0;
+}
+
 }  // namespace vkmoe::vk

@@ -144,9 +144,10 @@ struct DeviceLost : Error {
 // VKMOE_FAULT_DEVICE_LOST sets it when the first Context is created.
 void set_device_lost_fault(const std::string& spec);
 
-// A switch for A/B measurements: whether the environment variable `name` is
-// "0" (callers keep the answer in a static).
+// Switches for A/B measurements: whether the environment variable `name` is
+// "0" / "1" (callers keep the answer in a static).
 bool env_off(const char* name);
+bool env_on(const char* name);
 
 // A VkBuffer with its own memory. Move-only; freed on destruction.
 // Usage: storage + transfer src/dst, whatever the kind.
