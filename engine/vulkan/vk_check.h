@@ -1,0 +1,16 @@
+#pragma once
+// Helpers the Vulkan runtime's files share (engine/vulkan/vk_*.cpp); not for other callers.
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <string>
+
+namespace vkmoe::vk {
+
+// Throws Error naming `what` unless r is VK_SUCCESS; DeviceLost (and marks the
+// device lost) for VK_ERROR_DEVICE_LOST.
+void check(VkResult r, const char* what);
+// bytes as MiB with one decimal.
+std::string mib(uint64_t bytes);
+
+}  // namespace vkmoe::vk
