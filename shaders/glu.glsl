@@ -1,5 +1,6 @@
-// The gated activation of a SwiGLU FFN, act(g) * u, as shaders/swiglu.comp:
-// act 0 = SiLU, 1 = gpt-oss's clamped SwiGLU.
+// The gated activation of a SwiGLU FFN: act 0 = SiLU, silu(g) * u; act 1 =
+// gpt-oss's clamped variant (ggml's swiglu_oai, alpha 1.702, limit 7):
+// xg = min(g, 7), xu = clamp(u, -7, 7), xg / (1 + exp(-1.702 xg)) * (xu + 1).
 const float OAI_ALPHA = 1.702;
 const float OAI_LIMIT = 7.0;
 vec4 glu(vec4 g, vec4 u, uint act) {

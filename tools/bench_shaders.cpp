@@ -300,7 +300,6 @@ double measure_bandwidth(Context& ctx, uint64_t bytes, int runs) {
   return bytes / std::max(best, 1e-3);  // bytes per ns = GB/s
 }
 
-// Times `iters` matvecs, rotating through slots of a weight pool.
 // cfg with the engine's choice of activations (int8 where the device
 // accelerates packed dot products and vk::q8x_pays) when it leaves them open.
 MatvecConfig engine_activations(const DeviceInfo& dev, MatvecConfig cfg, GgmlType t, uint32_t nrows, uint32_t items,
@@ -309,6 +308,7 @@ MatvecConfig engine_activations(const DeviceInfo& dev, MatvecConfig cfg, GgmlTyp
   return cfg;
 }
 
+// Times `iters` matvecs, rotating through slots of a weight pool.
 Row bench_matvec(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t, uint32_t ncols, uint32_t nrows, const Options& o,
                  MatvecConfig cfg, double bw, std::mt19937& rng, bool print = true) {
   const DeviceInfo& dev = ctx.info();
