@@ -59,7 +59,7 @@ bool env_off(const char* name) {
 
 bool env_on(const char* name) {
   const char* v = std::getenv(name);
-  return v && std::strcmp(v, "1") == 0;
+  return v && *v && std::strcmp(v, "0") != 0;
 }
 
 }  // namespace vkmoe::vk

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -94,11 +93,6 @@ std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice phys) {
   vkEnumerateDeviceExtensionProperties(phys, nullptr, &n, exts.data());
   exts.resize(n);
   return exts;
-}
-
-bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0;
 }
 
 // Creates an instance (Vulkan 1.2+), optionally with the validation layer.
@@ -494,7 +488,7 @@ std::unique_ptr<Context> Context::create(int device_index, const ContextOptions&
 }
 
 void Context::init(int device_index, const ContextOptions& opts) {
-  instance_ = process_instance(opts.validation || env_flag("VKMOE_VK_VALIDATION"));
+  instance_ = process_instance(opts.validation || env_on("VKMOE_VK_VALIDATION"));
   auto devs = physical_devices(instance_);
   std::vector<DeviceInfo> infos;
   for (size_t i = 0; i < devs.size(); ++i) infos.push_back(describe_device(instance_, devs[i], static_cast<int>(i)));

@@ -144,8 +144,8 @@ struct DeviceLost : Error {
 // VKMOE_FAULT_DEVICE_LOST sets it when the first Context is created.
 void set_device_lost_fault(const std::string& spec);
 
-// Switches for A/B measurements: whether the environment variable `name` is
-// "0" / "1" (callers keep the answer in a static).
+// Environment switches: whether the variable `name` is "0" / set to anything
+// else (callers keep the answer in a static).
 bool env_off(const char* name);
 bool env_on(const char* name);
 
