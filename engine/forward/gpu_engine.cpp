@@ -78,7 +78,8 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   ctx_ = vk::Context::create(o.device);
   check_gpu_weight_types(m, ctx_->info());
   const uint64_t budget = o.vram_budget ? o.vram_budget : ctx_->memory_budget().free();
-  const bool gemm_converts = gemm_converts_x(*ctx_, parse_gemm(o.gemm), m);
+  const vk::GemmConfig gemm = parse_gemm(o.gemm);
+  const bool gemm_converts = gemm_converts_x(*ctx_, gemm, m);
   PlanInput in = plan_input_for(m, n_ctx_, budget, kv_ggml_type(kv_type_), int(n_ubatch_), gemm_converts);
   in.forced = o.mode;
   in.pinned_per_layer = o.pin_per_layer;
@@ -115,7 +116,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||
                       (o.gpu_q8 == EngineOptions::GpuQ8::Auto && ctx_->info().integer_dot_accelerated);
-  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, act_->counters, parse_gemm(o.gemm),
+  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, act_->counters, gemm,
                                   int8_x);
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });

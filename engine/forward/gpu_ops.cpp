@@ -135,10 +135,7 @@ uint32_t GpuOps::lone_row_workgroup(uint32_t width) const {
   return wg;
 }
 
-vk::GemmConfig GpuOps::gemm_for(GgmlType t) const {
-  if (gemm_.path == vk::GemmPath::Auto || vk::gemm_path_available(ctx_, gemm_.path, t)) return gemm_;
-  return {vk::GemmPath::Tiled};
-}
+vk::GemmConfig GpuOps::gemm_for(GgmlType t) const { return {vk::gemm_path_for(ctx_, gemm_.path, t)}; }
 
 void GpuOps::rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,
                       uint32_t check) const {

@@ -193,9 +193,13 @@ GemmPath resolve_gemm_path(const Context& ctx, GemmPath p, GgmlType t) { return 
 
 bool gemm_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
+GemmPath gemm_path_for(const Context& ctx, GemmPath p, GgmlType t) {
+  return p == GemmPath::Auto || gemm_path_available(ctx, p, t) ? p : GemmPath::Tiled;
+}
+
 bool gemm_converts_x(const Context& ctx, GemmPath p, GgmlType t) {
-  if (!gemm_path_available(ctx, p, t)) return false;  // unsupported, or forced and unavailable: tiled
-  const GemmPath r = resolve_path(ctx, p, t);
+  if (!gemm_supported(t)) return false;
+  const GemmPath r = resolve_path(ctx, gemm_path_for(ctx, p, t), t);
   return r == GemmPath::Int8Dot || r == GemmPath::CoopMat2;
 }
 

@@ -81,9 +81,11 @@ uint64_t gemm_split_k_bytes(uint32_t nrows, uint32_t n_tokens);
 // Bytes of GemmArgs::scratch any path needs for n_rows activation rows of ncols
 // (n_rows: n_tokens, or layout.max_slots() for expert-grouped products).
 uint64_t gemm_scratch_bytes(uint32_t ncols, uint32_t n_rows);
-// Whether products of type t configured for path p (a forced path the type
-// lacks runs tiled, as GpuOps does) convert their activations into
-// GemmArgs::scratch: the int8 and coopmat2 paths.
+// The path products of type t take when p is configured: p itself (Auto
+// included), or tiled where a forced p lacks the type.
+GemmPath gemm_path_for(const Context& ctx, GemmPath p, GgmlType t);
+// Whether those products convert their activations into GemmArgs::scratch:
+// the int8 and coopmat2 paths.
 bool gemm_converts_x(const Context& ctx, GemmPath p, GgmlType t);
 
 // Records the product: one dispatch, or for the int8 and coopmat2 paths an
