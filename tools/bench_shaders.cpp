@@ -419,11 +419,12 @@ Row bench_ids(Context& ctx, Uploader& upl, const std::string& kernel, GgmlType t
   for (auto& v : x) v = nd(rng);
   Buffer ib = ctx.create_buffer(ids.size() * 4, MemoryKind::Device, "bench ids");
   Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench x");
-  Buffer ub = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench u");
+  Buffer ub;  // --glu: the up vector (x again)
+  if (o.glu) ub = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "bench u");
   Buffer yb = ctx.create_buffer(uint64_t(nrows) * used * 4, MemoryKind::Device, "bench y");
   upl.enqueue(ib, 0, ids.data(), ids.size() * 4);
   upl.enqueue(xb, 0, x.data(), x.size() * 4);
-  upl.enqueue(ub, 0, x.data(), x.size() * 4);
+  if (o.glu) upl.enqueue(ub, 0, x.data(), x.size() * 4);
   upl.flush().wait();
 
   TimestampPool ts(ctx, 2 * n);
