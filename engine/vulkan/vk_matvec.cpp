@@ -64,11 +64,12 @@ bool q8x_supported_type(GgmlType t) {
 bool matvec_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 
 bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input) {
-  // A SwiGLU input (the experts' down product) has an int8 kernel that has
-  // not been measured in place on a GPU yet (bench-shaders --glu measures it
-  // alone; VKMOE_Q8X_GLU=1 turns it on for in-place A/B runs).
-  static const bool glu_on = env_on("VKMOE_Q8X_GLU");
-  if (glu_input) return glu_on && (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K);
+  // H100, bench-shaders --glu (PERF.md, run 23), experts 768x2048 top-8:
+  // Q4_K 13.06 -> 9.47 us (8 lanes x 2 rows, matvec_config), Q6_K 13.06 ->
+  // 12.80-13.31 at best, so a Q6_K down product keeps f32 input.
+  // VKMOE_Q8X_GLU=0 keeps every SwiGLU input on f32 (in-place A/B runs).
+  static const bool glu_off = env_off("VKMOE_Q8X_GLU");
+  if (glu_input) return !glu_off && (t == GgmlType::Q4_K || t == GgmlType::Q5_K);
   // H100, bench-shaders (docs/PERF.md run 22): Q4_K 2048x512 6.14 -> 5.89 us,
   // 2048x4096 9.22 -> 8.19, experts 2048x768 top-8 12.54 -> 9.22; Q6_K
   // 2048x4096 11.01 -> 10.24, experts 14.85 -> 12.03, but 2048x512 6.14 -> 7.42.
@@ -98,10 +99,15 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
   // 128 threads, 32 lanes per row, 4 rows per lane.
   const bool q8x_type = q8x_supported_type(t);
   if (c.quant_x < 0) c.quant_x = 0;
+  // Rows of fewer than 32 int8 units (64-element groups of the K-quants, Q8_0
+  // blocks), e.g. the experts' down product of 768 columns (12 units): 8 lanes
+  // x 2 rows, 9.47 us for Q4_K experts 768x2048 top-8 against 11.52 on 32 x 4
+  // (bench-shaders --glu, PERF.md run 23).
   if (c.quant_x != 0 && q8x_type && dev.integer_dot && dev.subgroup_shuffle && c.subgroup == 1 && pow2(sg)) {
-    if (c.threads_per_row == 0) c.threads_per_row = std::min<uint32_t>(32, sg);
+    const bool short_rows = ncols / (t == GgmlType::Q8_0 ? 32 : 64) < 32;
+    if (c.threads_per_row == 0) c.threads_per_row = std::min<uint32_t>(short_rows ? 8 : 32, sg);
     if (c.workgroup == 0) c.workgroup = std::max<uint32_t>(128, sg);
-    if (c.rows_per_thread == 0) c.rows_per_thread = 4;
+    if (c.rows_per_thread == 0) c.rows_per_thread = short_rows ? 2 : 4;
     if (c.prefetch < 0) c.prefetch = 0;
   }
   const uint32_t units = std::max<uint32_t>(ncols / L->qk * L->units_per_block, 1);
