@@ -300,11 +300,10 @@ double measure_bandwidth(Context& ctx, uint64_t bytes, int runs) {
   return bytes / std::max(best, 1e-3);  // bytes per ns = GB/s
 }
 
-// cfg with the engine's choice of activations (int8 where the device
-// accelerates packed dot products and vk::q8x_pays) when it leaves them open.
+// cfg with the engine's default choice of activations (vk::quant_x_for) when it leaves them open.
 MatvecConfig engine_activations(const DeviceInfo& dev, MatvecConfig cfg, GgmlType t, uint32_t nrows, uint32_t items,
                                 bool glu) {
-  if (cfg.quant_x < 0) cfg.quant_x = dev.integer_dot_accelerated && q8x_pays(t, nrows, items, glu) ? 1 : 0;
+  if (cfg.quant_x < 0) cfg.quant_x = quant_x_for(q8x_by_default(dev), t, nrows, items, glu);
   return cfg;
 }
 

@@ -115,7 +115,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   allocate_trunk(kv_bytes, shape);
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||
-                      (o.gpu_q8 == EngineOptions::GpuQ8::Auto && ctx_->info().integer_dot_accelerated);
+                      (o.gpu_q8 == EngineOptions::GpuQ8::Auto && vk::q8x_by_default(ctx_->info()));
   ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, act_->counters, gemm,
                                   int8_x);
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,

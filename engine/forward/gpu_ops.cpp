@@ -67,7 +67,7 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
 
 vk::MatvecConfig GpuOps::matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input) const {
   vk::MatvecConfig c;
-  c.quant_x = int8_x_ && vk::q8x_pays(t, nrows, n_items, glu_input) ? 1 : 0;
+  c.quant_x = vk::quant_x_for(int8_x_, t, nrows, n_items, glu_input);
   return c;
 }
 

@@ -80,6 +80,12 @@ bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input) {
   return t == GgmlType::Q6_K && uint64_t(nrows) * n_items >= 4096;
 }
 
+bool q8x_by_default(const DeviceInfo& dev) { return dev.integer_dot_accelerated; }
+
+int quant_x_for(bool int8_wanted, GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input) {
+  return int8_wanted && q8x_pays(t, nrows, n_items, glu_input) ? 1 : 0;
+}
+
 MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_items,
                            const MatvecConfig& want) {
   const auto L = layout_of(t);

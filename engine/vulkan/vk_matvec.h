@@ -18,6 +18,12 @@ bool matvec_supported(GgmlType t);
 // one for this product (glu_input: MatvecArgs::glu_up bound) on devices with
 // accelerated integer dot products.
 bool q8x_pays(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input = false);
+// Whether int8 activations are the default on this device: where it accelerates
+// packed integer dot products, as llama.cpp's decode does.
+bool q8x_by_default(const DeviceInfo& dev);
+// MatvecConfig::quant_x for one product: 1 where int8 activations are wanted
+// (q8x_by_default, or forced) and q8x_pays.
+int quant_x_for(bool int8_wanted, GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input = false);
 
 // Launch shape; 0 / -1 fields are chosen automatically (recommended).
 struct MatvecConfig {
