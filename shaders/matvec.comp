@@ -10,7 +10,8 @@
 // Specialization: 0 = workgroup size, 1 = TPR lanes per row (power of 2),
 // 2 = RPT rows per lane (1..8), 3 = subgroup reductions (1) or shared memory (0),
 // 4 = software-pipelined weight loads (1) or not (0), 5 = GLU activation
-// (0 SiLU, 1 gpt-oss's clamped SwiGLU; as shaders/swiglu.comp).
+// (0 SiLU, 1 gpt-oss's clamped SwiGLU; as shaders/swiglu.comp), 6 = GLU_SH
+// (the GLU input staged in shared memory: ncols / 4, or 1 for not).
 //
 // A row is a sequence of "units": fixed slices of a block that one lane
 // decodes at once (e.g. 32 quants of a Q4_K block). The TPR lanes of a row
@@ -140,8 +141,13 @@ layout(set = 0, binding = 3) readonly buffer Ids { int ids[]; };
 #if GLU
 layout(set = 0, binding = 3 + INDEXED) readonly buffer U { vec4 u4[]; };
 layout(constant_id = 5) const uint GLU_ACT = 0;
+// > 1: act(x, u) of the whole row (GLU_SH = ncols / 4 vec4s) is formed once per
+// workgroup into shared memory, instead of once per row group as it is read.
+layout(constant_id = 6) const uint GLU_SH = 1;
 #include "glu.glsl"
-#define XV(i) glu(x4[i], u4[i], GLU_ACT)
+shared vec4 glu_sh[GLU_SH];
+// (xb: the x base in scope where XV is used, load_x's argument)
+#define XV(i) (GLU_SH > 1 ? glu_sh[(i) - xb] : glu(x4[i], u4[i], GLU_ACT))
 #else
 #define XV(i) x4[i]
 #endif
@@ -527,6 +533,12 @@ void main() {
   const uint xb = xbase / 4;
 #if NORM
   x_first4 = xb;
+#endif
+#if GLU
+  if (GLU_SH > 1) {
+    for (uint i = gl_LocalInvocationID.x; i < GLU_SH; i += WG) glu_sh[i] = glu(x4[xb + i], u4[xb + i], GLU_ACT);
+    barrier();
+  }
 #endif
 
   uint rowb[MAX_RPT];

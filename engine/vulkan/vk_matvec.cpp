@@ -202,6 +202,14 @@ struct Tail {
   bool norm() const { return n_bindings == 7; }
 };
 
+// A GLU input staged in shared memory (matvec.comp's GLU_SH): the row's ncols / 4
+// vec4s where they fit beside the reduction scratch (MAX_WG * 9 floats), else
+// 1 (each row group forms act(x, u) as it reads it).
+uint32_t glu_staged_vec4s(const DeviceInfo& dev, uint32_t ncols) {
+  const uint64_t bytes = uint64_t(ncols) * 4 + 256 * 9 * 4;
+  return ncols / 4 > 1 && bytes <= dev.max_shared_memory_bytes ? ncols / 4 : 1;
+}
+
 // Returns false (recording nothing) where a top-k tail does not fit the configuration.
 bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const Tail* tail, MatvecConfig want) {
   const auto L = layout_of(a.type);
@@ -280,7 +288,7 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
                                              a.glu_act}
                      : std::vector<uint32_t>{c.workgroup, c.threads_per_row, c.rows_per_thread,
                                              static_cast<uint32_t>(c.subgroup), static_cast<uint32_t>(c.prefetch != 0),
-                                             a.glu_act};
+                                             a.glu_act, glu ? glu_staged_vec4s(dev, a.ncols) : 1};
   const std::string variant =
       std::string(c.quant_x == 1 ? "q8x_" : "") + (glu ? "glu_" : tail ? (tail->norm() ? "topk_norm_" : "topk_") : "") +
       L->suffix;
