@@ -11,6 +11,11 @@
 namespace vkmoe::vk {
 namespace {
 
+// matvec.comp's bounds: MAX_WG invocations, MAX_RPT rows per lane, and its
+// reduction scratch red[MAX_WG * (MAX_RPT + 1)] floats in shared memory.
+constexpr uint32_t kMaxWorkgroup = 256, kMaxRowsPerThread = 8;
+constexpr uint64_t kReduceScratchBytes = uint64_t(kMaxWorkgroup) * (kMaxRowsPerThread + 1) * 4;
+
 struct TypeLayout {
   const char* suffix;      // shader name suffix
   uint32_t qk;             // elements per shader block
@@ -172,8 +177,8 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
     if (!q8x_ok) c.quant_x = 0;
     if (c.quant_x < 0) c.quant_x = 1;
   }
-  if (!pow2(c.threads_per_row) || !pow2(c.workgroup) || c.threads_per_row > c.workgroup || c.workgroup > 256 ||
-      c.rows_per_thread < 1 || c.rows_per_thread > 8 || c.workgroup > dev.max_workgroup_invocations)
+  if (!pow2(c.threads_per_row) || !pow2(c.workgroup) || c.threads_per_row > c.workgroup || c.workgroup > kMaxWorkgroup ||
+      c.rows_per_thread < 1 || c.rows_per_thread > kMaxRowsPerThread || c.workgroup > dev.max_workgroup_invocations)
     throw Error("invalid matvec configuration: workgroup " + std::to_string(c.workgroup) + ", threads/row " +
                 std::to_string(c.threads_per_row) + ", rows/thread " + std::to_string(c.rows_per_thread));
   // Subgroup reductions assume full subgroups that tile the workgroup.
@@ -203,11 +208,10 @@ struct Tail {
 };
 
 // A GLU input staged in shared memory (matvec.comp's GLU_SH): the row's ncols / 4
-// vec4s where they fit beside the reduction scratch (MAX_WG * 9 floats), else
-// 1 (each row group forms act(x, u) as it reads it).
+// vec4s (ncols is a positive multiple of 8) where they fit beside the reduction
+// scratch, else 1 (each row group forms act(x, u) as it reads it).
 uint32_t glu_staged_vec4s(const DeviceInfo& dev, uint32_t ncols) {
-  const uint64_t bytes = uint64_t(ncols) * 4 + 256 * 9 * 4;
-  return ncols / 4 > 1 && bytes <= dev.max_shared_memory_bytes ? ncols / 4 : 1;
+  return uint64_t(ncols) * 4 + kReduceScratchBytes <= dev.max_shared_memory_bytes ? ncols / 4 : 1;
 }
 
 // Returns false (recording nothing) where a top-k tail does not fit the configuration.
