@@ -344,17 +344,19 @@ TEST(ShaderAttention, SplitKeysEqualUnsplitForLongContexts) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
   for (KvType kt : {KvType::F16, KvType::Q8_0})
-    for (const Shape& s : {Shape{128, 16, 2, 1, 2999}, Shape{64, 8, 8, 1, 3000}, Shape{128, 8, 2, 5, 2000}}) {
+    for (const Shape& s : {Shape{128, 16, 2, 1, 2999}, Shape{64, 8, 8, 1, 3000}, Shape{128, 8, 2, 5, 2000},
+                           Shape{64, 8, 2, 1, 6000}}) {  // the last: more splits than the tail loads at once
       SCOPED_TRACE(s.str() + " kv " + kv_type_name(kt));
       const uint32_t seed = e.rng();
       e.rng.seed(seed);
-      const AttnResult split = run_attention(e, s, kt, true, 4096);
+      const AttnResult split = run_attention(e, s, kt, true, 8192);
       e.rng.seed(seed);  // the same inputs without scratch: one dispatch
-      const AttnResult whole = run_attention(e, s, kt, false, 4096);
+      const AttnResult whole = run_attention(e, s, kt, false, 8192);
       e.rng.seed(seed);  // split, combined by the last split workgroup
       Extras xt;
       xt.tail = true;
-      const AttnResult tail = run_attention_ex(e, s, kt, true, 4096, xt);
+      const AttnResult tail = run_attention_ex(e, s, kt, true, 8192, xt);
+      if (s.pos0 == 6000) EXPECT_GT(tail.rec.splits, 32u);
       ASSERT_EQ(split.want, whole.want);
       ASSERT_EQ(split.want, tail.want);
       EXPECT_GT(split.rec.splits, 1u);
