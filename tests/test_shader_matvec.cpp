@@ -400,18 +400,18 @@ TEST_P(ShaderMatvec, GluInput) {
   std::vector<uint32_t> widths = {512};
   if (t == GgmlType::F32 || t == GgmlType::Q4_K || t == GgmlType::Q6_K)
     widths.push_back((ctx.info().max_shared_memory_bytes / 4 + 256) / 256 * 256);
+  const uint32_t nrows = 45, n_experts = 3;
+  const std::vector<int32_t> ids = {2, -1, 0, 2};
+  Buffer ib = ctx.create_buffer(ids.size() * 4, MemoryKind::Device, "ids");
+  ctx.write_buffer(ib, 0, ids.data(), ids.size() * 4);
+  std::normal_distribution<float> nd(0.f, 4.f);
   for (const uint32_t ncols : widths) {
     SCOPED_TRACE("ncols " + std::to_string(ncols));
-    const uint32_t nrows = 45, n_experts = 3;
     std::vector<QMatrix> experts;
     for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(random_matrix(rng_, t, ncols, nrows));
     const size_t ebytes = experts[0].bytes.size(), stride = (ebytes + 15) / 16 * 16;
     Buffer wb = ctx.create_buffer(stride * n_experts, MemoryKind::Device, "experts");
     for (uint32_t e = 0; e < n_experts; ++e) ctx.write_buffer(wb, e * stride, experts[e].bytes.data(), ebytes);
-    const std::vector<int32_t> ids = {2, -1, 0, 2};
-    Buffer ib = ctx.create_buffer(ids.size() * 4, MemoryKind::Device, "ids");
-    ctx.write_buffer(ib, 0, ids.data(), ids.size() * 4);
-    std::normal_distribution<float> nd(0.f, 4.f);
     for (int quant_x : {0, 1})
       for (GluAct act : {GluAct::SiLU, GluAct::OaiSwiGLU})
         for (bool indexed : {false, true}) {
