@@ -171,7 +171,9 @@ TEST(HostileInput, LargeArraysAndVocabulariesStayCompact) {
 
 // NaN weights ran to exit 0 with NaN logits and no text. Now eval throws,
 // naming where the residual stream first went non-finite, on every backend
-// and in both the batched (prompt) and the one-token (decode) passes.
+// and in both the batched (prompt) and the one-token (decode) passes. NaN in
+// the output head leaves the residual stream finite: only the logits' own
+// check (on the device for the GPU engine) sees it, with no place to name.
 class NonFiniteWeights : public testing::TestWithParam<const char*> {};
 
 TEST_P(NonFiniteWeights, StopWithThePlaceNamed) {
@@ -182,7 +184,8 @@ TEST_P(NonFiniteWeights, StopWithThePlaceNamed) {
     const char* place;
   } const cases[] = {{"token_embd.weight", "the token embeddings"},
                      {"blk.1.attn_output.weight", "the attention output of layer 1"},
-                     {"blk.0.ffn_down_exps.weight", "the FFN output of layer 0"}};
+                     {"blk.0.ffn_down_exps.weight", "the FFN output of layer 0"},
+                     {"output.weight", nullptr}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.tensor);
     const GgufTensor& t = *orig->tensor(c.tensor);
@@ -197,12 +200,13 @@ TEST_P(NonFiniteWeights, StopWithThePlaceNamed) {
     for (const std::vector<int32_t>& tokens : {std::vector<int32_t>{1, 2, 3}, std::vector<int32_t>{4}}) {
       e->reset();
       try {
-        e->eval(tokens);
+        e->eval_view(tokens);
         ADD_FAILURE() << "no error for " << tokens.size() << " tokens";
       } catch (const Error& err) {
         const std::string msg = err.what();
         EXPECT_NE(msg.find("non-finite logits"), std::string::npos) << msg;
-        EXPECT_NE(msg.find(std::string("first appeared in ") + c.place + ":"), std::string::npos) << msg;
+        if (c.place) EXPECT_NE(msg.find(std::string("first appeared in ") + c.place + ":"), std::string::npos) << msg;
+        else EXPECT_EQ(msg.find("first appeared"), std::string::npos) << msg;
       }
     }
   }

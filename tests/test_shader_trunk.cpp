@@ -1,9 +1,10 @@
-// Trunk shaders (norm, axpy, add_rows, swiglu, combine) on the
+// Trunk shaders (norm, axpy, add_rows, swiglu, combine, the logits' copy) on the
 // Vulkan device (lavapipe in CI) against scalar CPU references, fresh random inputs.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "cpu/moe_route.h"
@@ -93,6 +94,32 @@ TEST(ShaderTrunk, NormsFlagNonFiniteInput) {
     Buffer flag2 = e.buf(std::vector<uint32_t>{kNone});
     e.run("moe_combine_norm", {by2, bwt, bx2, bnw, bxn, flag2}, CombineNormPush{n, 2, 1e-6f, 5}, 1);
     EXPECT_EQ(e.read<uint32_t>(flag2, 1)[0], 5u);
+  }
+}
+
+// The logits' copy into readback memory: every value bit for bit (n not a
+// multiple of the workgroup), finite extremes unflagged, a NaN or Inf at any
+// position flags its word (only that one), nothing written past n.
+struct CopyFinitePush { uint32_t n, word; };
+TEST(ShaderTrunk, CopyFiniteCopiesAndFlags) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  std::mt19937 rng(uint32_t(e.seed));
+  for (uint32_t n : {1u, 255u, 257u, 1000u}) {
+    auto x = e.randn(n, 100.f);
+    x[rng() % n] = std::numeric_limits<float>::max();
+    x[rng() % n] = -std::numeric_limits<float>::denorm_min();
+    for (int bad = -1; bad < 3; ++bad) {
+      SCOPED_TRACE("n " + std::to_string(n) + " bad " + std::to_string(bad));
+      auto src = x;
+      if (bad >= 0) src[rng() % n] = bad == 0 ? NAN : bad == 1 ? INFINITY : -INFINITY;
+      Buffer bs = e.buf(src), bd = e.buf(std::vector<float>(n + 1, 7.f)), flag = e.buf(std::vector<uint32_t>{0, 0, 0});
+      e.run("copy_finite", {bs, bd, flag}, CopyFinitePush{n, 1}, (n + 255) / 256);
+      const auto got = e.read(bd, n + 1);
+      EXPECT_EQ(std::memcmp(got.data(), src.data(), n * sizeof(float)), 0);
+      EXPECT_EQ(got[n], 7.f) << "written past n";
+      EXPECT_EQ(e.read<uint32_t>(flag, 3), (std::vector<uint32_t>{0, bad >= 0 ? 1u : 0u, 0}));
+    }
   }
 }
 

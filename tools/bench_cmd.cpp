@@ -115,16 +115,16 @@ double ns_since(std::chrono::steady_clock::time_point t0) {
 void run_once(Engine& e, const TestCase& t, int rep, int n_vocab, bool warm_up, TestResult* r) {
   const uint64_t seed = (static_cast<uint64_t>(rep + 1) << 32) ^ (t.n_prompt * 31 + t.n_gen);
   e.reset();
-  if (t.n_depth > 0 && !warm_up) e.eval(random_tokens(t.n_depth, n_vocab, seed ^ 0xd0d0));
+  if (t.n_depth > 0 && !warm_up) e.eval_view(random_tokens(t.n_depth, n_vocab, seed ^ 0xd0d0));
   const int n_gen = warm_up ? std::min(t.n_gen, 1) : t.n_gen;
   const std::vector<int32_t> prompt = random_tokens(t.n_prompt, n_vocab, seed);
   const std::vector<int32_t> gen = random_tokens(n_gen, n_vocab, seed ^ 0x9e9e);
   auto t0 = std::chrono::steady_clock::now();
   if (t.n_prompt > 0) {
-    e.eval(prompt);
+    e.eval_view(prompt);
     if (!warm_up) r->prompt_ns.push_back(ns_since(t0));
   }
-  for (int32_t tok : gen) e.eval({tok});
+  for (int32_t tok : gen) e.eval_view({tok});
   if (!warm_up) r->ns.push_back(ns_since(t0));
 }
 

@@ -110,7 +110,7 @@ int cmd_run(const Args& a) {
   std::printf("%s", prompt.c_str());
   std::fflush(stdout);
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = engine->eval(ids);
+  std::span<const float> logits = engine->eval_view(ids);
   double t_prompt = seconds_since(t0);
   for (int32_t id : ids) sampler.accept(id);
   auto t1 = std::chrono::steady_clock::now();
@@ -121,7 +121,7 @@ int cmd_run(const Args& a) {
     if (tok->is_eog(id)) break;
     std::printf("%s", tok->piece(id).c_str());
     std::fflush(stdout);
-    if (generated + 1 < n_predict) logits = engine->eval({id});
+    if (generated + 1 < n_predict) logits = engine->eval_view({id});
   }
   double t_gen = seconds_since(t1);
   std::printf("\n");
@@ -170,7 +170,7 @@ int cmd_logits(const Args& a) {
   auto engine = make_engine(*model, o);
   std::vector<float> all;
   for (int t : tokens) {
-    const std::vector<float> l = engine->eval({t});
+    const std::span<const float> l = engine->eval_view({t});
     all.insert(all.end(), l.begin(), l.end());
   }
   std::FILE* f = std::fopen(out.c_str(), "wb");

@@ -94,8 +94,9 @@ Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) 
   for_each_buffer(s, [&](uint64_t floats, const char* what) {
     *order[i++] = ctx.create_buffer(padded(floats), vk::MemoryKind::Device, what);
   });
-  non_finite = ctx.create_buffer(16, vk::MemoryKind::Readback, "non-finite flag");
+  non_finite = ctx.create_buffer(16, vk::MemoryKind::Readback, "non-finite flags");
   clear_non_finite();
+  clear_logits_flag();
   // Rows no pass has written yet (skipped experts, padding slots) must stay finite.
   vk::Recorder r(ctx);
   r.begin();
@@ -109,5 +110,11 @@ uint32_t Activations::first_non_finite() const {
 }
 
 void Activations::clear_non_finite() { *reinterpret_cast<volatile uint32_t*>(non_finite.data()) = kNoNonFinite; }
+
+bool Activations::logits_non_finite() const {
+  return reinterpret_cast<const volatile uint32_t*>(non_finite.data())[kLogitsFlagWord] != 0;
+}
+
+void Activations::clear_logits_flag() { reinterpret_cast<volatile uint32_t*>(non_finite.data())[kLogitsFlagWord] = 0; }
 
 }  // namespace vkmoe

@@ -50,6 +50,10 @@ struct Activations {
   static constexpr uint32_t kNoNonFinite = 0xFFFFFFFFu;
   uint32_t first_non_finite() const;  // 0 while none
   void clear_non_finite();
+  // Its next uint: 1 once copy_finite saw NaN/Inf in the logits it copied.
+  static constexpr uint32_t kLogitsFlagWord = 1;
+  bool logits_non_finite() const;
+  void clear_logits_flag();
   Activations(vk::Context& ctx, const ActivationShape& s);
 };
 

@@ -23,25 +23,36 @@ class CpuEngine final : public Engine {
   }
 
  protected:
-  std::vector<float> forward(const std::vector<int32_t>& tokens) override { return fwd_.eval(tokens); }
+  std::span<const float> forward(const std::vector<int32_t>& tokens) override {
+    last_ = fwd_.eval(tokens);
+    return last_;
+  }
   uint32_t first_non_finite() const override { return fwd_.first_non_finite(); }
 
  private:
   CpuForward fwd_;
   bool simd_;
+  std::vector<float> last_;
 };
 
 }  // namespace
 
-std::vector<float> Engine::eval(const std::vector<int32_t>& tokens) {
-  std::vector<float> logits = forward(tokens);
-  if (!all_finite(logits.data(), logits.size())) {
+bool Engine::logits_finite(std::span<const float> logits) const { return all_finite(logits.data(), logits.size()); }
+
+std::span<const float> Engine::eval_view(const std::vector<int32_t>& tokens) {
+  const std::span<const float> logits = forward(tokens);
+  if (!logits_finite(logits)) {
     const uint32_t site = first_non_finite();
     throw Error("the model produced non-finite logits (NaN/Inf)" +
                 (site ? "; they first appeared in " + describe_non_finite_site(site) : std::string()) +
                 ": the model's weights or hyper-parameters are broken");
   }
   return logits;
+}
+
+std::vector<float> Engine::eval(const std::vector<int32_t>& tokens) {
+  const std::span<const float> logits = eval_view(tokens);
+  return std::vector<float>(logits.begin(), logits.end());
 }
 
 std::unique_ptr<Engine> make_engine(const Model& m, const EngineOptions& o) {

@@ -2,6 +2,7 @@
 // One interface over the CPU and Vulkan forward passes, chosen by --backend.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,10 @@ class Engine {
   // Appends tokens to the context; returns the logits of the last one. Throws
   // Error when they are not finite, naming where NaN/Inf first appeared.
   std::vector<float> eval(const std::vector<int32_t>& tokens);
+  // The same, without a copy: a view valid until the next eval, eval_view or
+  // reset (the GPU engines' mapped readback memory, which the host then
+  // reads only where the caller does: a sampler, not a benchmark).
+  std::span<const float> eval_view(const std::vector<int32_t>& tokens);
   virtual void reset() = 0;
   // Keeps the first n_keep tokens of the context (the KV cache of a shared
   // prefix is reused); 0 <= n_keep <= n_past().
@@ -64,10 +69,13 @@ class Engine {
   virtual uint64_t vram_bytes() const { return 0; }
 
  protected:
-  virtual std::vector<float> forward(const std::vector<int32_t>& tokens) = 0;
+  // The logits of the last token, valid until the next forward or reset.
+  virtual std::span<const float> forward(const std::vector<int32_t>& tokens) = 0;
   // The first place the forward pass produced a non-finite value since
   // reset(), as a NonFiniteSite code (0: none seen or not tracked).
   virtual uint32_t first_non_finite() const { return 0; }
+  // Whether forward's logits are all finite (the GPU engines check on the device).
+  virtual bool logits_finite(std::span<const float> logits) const;
 };
 
 std::unique_ptr<Engine> make_engine(const Model& m, const EngineOptions& o);

@@ -202,12 +202,27 @@ void GpuEngine::embed(const int32_t* tokens, uint32_t n) {
   }
 }
 
-std::vector<float> GpuEngine::read_logits() const {
-  const float* lg = reinterpret_cast<const float*>(readback_.data() + rb_logits_);
-  return std::vector<float>(lg, lg + c_.n_vocab);
+// The logits in the mapped readback buffer.
+std::span<const float> GpuEngine::read_logits() const {
+  return {reinterpret_cast<const float*>(readback_.data() + rb_logits_), size_t(c_.n_vocab)};
 }
 
-std::vector<float> GpuEngine::forward(const std::vector<int32_t>& tokens) {
+// Copies the last token's logits into the readback buffer, flagging NaN/Inf
+// there (copy_finite), so that the host checks one word instead of reading them.
+void GpuEngine::record_logits_readback(vk::Recorder& r) const {
+  struct Push {
+    uint32_t n, word;
+  };
+  const uint32_t n = uint32_t(c_.n_vocab);
+  const auto& p = ctx_->pipeline("copy_finite", 3, sizeof(Push));
+  r.dispatch(p, {act_->logits, vk::BufferRange(readback_, rb_logits_, uint64_t(n) * 4), act_->non_finite},
+             Push{n, Activations::kLogitsFlagWord}, (n + 255) / 256);
+}
+
+bool GpuEngine::logits_finite(std::span<const float>) const { return !act_->logits_non_finite(); }
+
+std::span<const float> GpuEngine::forward(const std::vector<int32_t>& tokens) {
+  act_->clear_logits_flag();
   if (tokens.empty()) throw Error("eval: no tokens");
   if (pos_ + tokens.size() > size_t(n_ctx_))
     throw Error(std::to_string(tokens.size()) + " tokens do not fit the context (" + std::to_string(pos_) + " of " +
@@ -243,7 +258,7 @@ void GpuEngine::record_resident(vk::Recorder& r, uint32_t pos0, uint32_t n) {
     }
   }
   prog_->output(r, n - 1, normed);
-  r.copy(a.logits, 0, readback_, rb_logits_, uint64_t(c_.n_vocab) * 4);
+  record_logits_readback(r);
 }
 
 void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n) {

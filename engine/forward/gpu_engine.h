@@ -47,7 +47,8 @@ class GpuEngine final : public Engine {
   std::string moe_mode() const override { return plan_mode_name(c_.is_moe() ? plan_.mode : PlanMode::Resident); }
 
  protected:
-  std::vector<float> forward(const std::vector<int32_t>& tokens) override;
+  std::span<const float> forward(const std::vector<int32_t>& tokens) override;
+  bool logits_finite(std::span<const float> logits) const override;
   uint32_t first_non_finite() const override { return act_->first_non_finite(); }
 
  private:
@@ -88,7 +89,8 @@ class GpuEngine final : public Engine {
   void mark(vk::Recorder& r, const char* label);
   void begin_profile(vk::Recorder& r);
   void collect_profile(bool prompt, uint32_t n_tokens);
-  std::vector<float> read_logits() const;
+  std::span<const float> read_logits() const;
+  void record_logits_readback(vk::Recorder& r) const;
 
   const Model& m_;
   const ModelConfig& c_;

@@ -100,7 +100,7 @@ void GpuEngine::record_offload_end(vk::Recorder& r, uint32_t n) {
   ops_->add_rows(r, Rows(cpu_out_, E), Rows(act_->x, E), E, n);
   r.barrier();
   prog_->output(r, n - 1, false);
-  r.copy(act_->logits, 0, readback_, rb_logits_, uint64_t(c_.n_vocab) * 4);
+  record_logits_readback(r);
 }
 
 // While the GPU runs a layer's attention the host has already recorded that

@@ -66,7 +66,7 @@ GenerateResult Session::generate(const GenerateRequest& req, const std::function
 
   auto eval = [&](std::vector<int32_t> tokens) {
     try {
-      auto logits = engine_.eval(tokens);
+      const std::span<const float> logits = engine_.eval_view(tokens);
       context_.insert(context_.end(), tokens.begin(), tokens.end());
       return logits;
     } catch (...) {
@@ -75,7 +75,7 @@ GenerateResult Session::generate(const GenerateRequest& req, const std::function
     }
   };
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<float> logits = eval(std::vector<int32_t>(req.prompt.begin() + keep, req.prompt.end()));
+  std::span<const float> logits = eval(std::vector<int32_t>(req.prompt.begin() + keep, req.prompt.end()));
   res.prompt_seconds = seconds_since(t0);
 
   Sampler sampler(req.sampling);
