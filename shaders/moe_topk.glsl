@@ -101,9 +101,55 @@ void local_best(uint taken, out float bv, out uint bi) {
     if ((taken & (1u << r)) == 0u && better(sv[e], e, bv, bi)) { bv = sv[e]; bi = e; }
 }
 
+// route_topk where experts are chosen by logit alone (no bias, no groups),
+// each invocation holds at most one, and no weight needs the softmax over all
+// experts (all gatings but an unnormalized softmax: route_topk's normalized
+// softmax divides by max(sel, clamp_sum * sum), and sel >= 1 > clamp_sum *
+// n_expert). Each expert counts those ranked before it (value, then index, the
+// rounds' order) and the first k write themselves; each weight then comes
+// from the k logits. The same results as the rounds with far fewer steps and
+// less code, which in place cost more than their isolated time (docs/PERF.md
+// run 25). False where it does not apply.
+bool route_topk_by_logit(uint base) {
+  if (TK_N_EXPERT > TK_WG || TK_HAS_BIAS != 0 || TK_N_GROUP > 1 || (TK_GATING == SOFTMAX && TK_NORMALIZE == 0))
+    return false;
+  const uint t = gl_LocalInvocationID.x;
+  const float l = t < TK_N_EXPERT ? no_nan(TK_LOGIT(base + t)) : NEG_INF;
+  lv[t] = l;
+  barrier();
+  if (t < TK_N_EXPERT) {
+    uint rank = 0;
+    for (uint o = 0; o < TK_N_EXPERT; ++o) rank += better(lv[o], o, l, t) ? 1u : 0u;
+    if (rank < TK_K) {
+      TK_SET_ID(rank, t);
+      pw[rank] = l;
+    }
+  }
+  barrier();
+  if (t < TK_K) {
+    const float mx = pw[0];  // the largest logit (of all experts, and of the k)
+    const bool sw = TK_GATING == SOFTMAX_WEIGHT;
+    float sel = 0.0;
+    for (uint j = 0; j < TK_K; ++j) sel += sw ? prob(pw[j], mx) : gate(pw[j], mx);
+    const float clamp_sum = 6.103515625e-5;
+    float denom = 1.0;
+    if (sw && TK_NORMALIZE != 0) {
+      float s2 = 0.0;
+      for (uint j = 0; j < TK_K; ++j) s2 += prob(pw[j], mx) / sel;
+      denom = max(s2, clamp_sum);
+    } else if (TK_NORMALIZE != 0) {
+      denom = TK_GATING == SOFTMAX ? sel : max(sel, clamp_sum);
+    }
+    const float w = sw ? prob(pw[t], mx) / sel : gate(pw[t], mx);
+    TK_SET_WEIGHT(t, w / denom * (TK_SCALE != 0.0 ? TK_SCALE : 1.0));
+  }
+  return true;
+}
+
 // Routes the logits TK_LOGIT(base + e), e < TK_N_EXPERT: writes TK_SET_ID(j, e)
 // and TK_SET_WEIGHT(j, w) for j < TK_K. Every invocation of the workgroup calls it.
 void route_topk(uint base) {
+  if (route_topk_by_logit(base)) return;
   const uint t = gl_LocalInvocationID.x;
   float mx = NEG_INF;
   for (uint e = t; e < TK_N_EXPERT; e += TK_WG) {
