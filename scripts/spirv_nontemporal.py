@@ -12,7 +12,7 @@ import re
 import struct
 import sys
 
-OP_DECORATE, OP_VARIABLE, OP_LOAD = 71, 59, 61
+OP_DECORATE, OP_LOAD = 71, 61
 ACCESS_CHAINS = {65, 66, 67, 70}  # OpAccessChain, InBounds, Ptr, InBoundsPtr
 DECORATION_BINDING = 33
 NONTEMPORAL = 0x4
@@ -38,9 +38,9 @@ def instructions(words):
 def mark(words, bindings):
     if words[0] != 0x07230203 or words[1] < 0x00010400:
         raise ValueError("not a SPIR-V 1.4+ module")
-    bound = {w[1] for _, n, op in instructions(words) if op == OP_DECORATE
-             for w in [words[_:_ + n]] if w[2] == DECORATION_BINDING and w[3] in bindings}
-    pointers = set(bound)
+    # The variables with those bindings, then every pointer chained from them.
+    pointers = {words[i + 1] for i, n, op in instructions(words)
+                if op == OP_DECORATE and words[i + 2] == DECORATION_BINDING and words[i + 3] in bindings}
     out, marked = words[:5], 0
     for i, n, op in instructions(words):
         ins = words[i:i + n]

@@ -101,6 +101,32 @@ void local_best(uint taken, out float bv, out uint bi) {
     if ((taken & (1u << r)) == 0u && better(sv[e], e, bv, bi)) { bv = sv[e]; bi = e; }
 }
 
+// Writes TK_SET_WEIGHT(j, w) for j < TK_K, as route_topk: Softmax divides by
+// the sum over all experts, or max(sum over the k, clamp * that) when
+// normalize. pw[j] holds the j-th chosen expert's gate(l, mx), or with
+// logits its logit l (largest first); SoftmaxWeight's gate is l itself.
+void set_topk_weights(float mx, float sum, bool logits) {
+  const float clamp_sum = 6.103515625e-5;
+  const bool sw = TK_GATING == SOFTMAX_WEIGHT;
+  float m = NEG_INF, sel = 0.0;
+  if (sw)
+    for (uint j = 0; j < TK_K; ++j) m = max(m, pw[j]);
+  for (uint j = 0; j < TK_K; ++j) sel += sw ? prob(pw[j], m) : logits ? gate(pw[j], mx) : pw[j];
+  float denom = TK_GATING == SOFTMAX ? sum : 1.0;
+  if (sw && TK_NORMALIZE != 0) {  // the softmax's own sum, as llama.cpp divides by it
+    float s2 = 0.0;
+    for (uint j = 0; j < TK_K; ++j) s2 += prob(pw[j], m) / sel;
+    denom = max(s2, clamp_sum);
+  } else if (TK_NORMALIZE != 0) {
+    denom = max(sel, clamp_sum * denom);
+  }
+  const float scale = TK_SCALE != 0.0 ? TK_SCALE : 1.0;
+  for (uint j = gl_LocalInvocationID.x; j < TK_K; j += TK_WG) {
+    const float w = sw ? prob(pw[j], m) / sel : logits ? gate(pw[j], mx) : pw[j];
+    TK_SET_WEIGHT(j, w / denom * scale);
+  }
+}
+
 // route_topk where experts are chosen by logit alone (no bias, no groups),
 // each invocation holds at most one, and no weight needs the softmax over all
 // experts (all gatings but an unnormalized softmax: route_topk's normalized
@@ -126,23 +152,9 @@ bool route_topk_by_logit(uint base) {
     }
   }
   barrier();
-  if (t < TK_K) {
-    const float mx = pw[0];  // the largest logit (of all experts, and of the k)
-    const bool sw = TK_GATING == SOFTMAX_WEIGHT;
-    float sel = 0.0;
-    for (uint j = 0; j < TK_K; ++j) sel += sw ? prob(pw[j], mx) : gate(pw[j], mx);
-    const float clamp_sum = 6.103515625e-5;
-    float denom = 1.0;
-    if (sw && TK_NORMALIZE != 0) {
-      float s2 = 0.0;
-      for (uint j = 0; j < TK_K; ++j) s2 += prob(pw[j], mx) / sel;
-      denom = max(s2, clamp_sum);
-    } else if (TK_NORMALIZE != 0) {
-      denom = TK_GATING == SOFTMAX ? sel : max(sel, clamp_sum);
-    }
-    const float w = sw ? prob(pw[t], mx) / sel : gate(pw[t], mx);
-    TK_SET_WEIGHT(t, w / denom * (TK_SCALE != 0.0 ? TK_SCALE : 1.0));
-  }
+  // pw[0] is the largest logit of all; a normalized softmax's sum over all
+  // experts cannot change its weights, so none is passed.
+  set_topk_weights(pw[0], 0.0, true);
   return true;
 }
 
@@ -208,24 +220,5 @@ void route_topk(uint base) {
     }
   }
   barrier();
-  // Weights as route_topk: Softmax divides by the sum over all experts, or
-  // max(sum over the k, clamp * that) when normalize.
-  const float clamp_sum = 6.103515625e-5;
-  float m = NEG_INF, sel = 0.0;
-  if (TK_GATING == SOFTMAX_WEIGHT)
-    for (uint j = 0; j < TK_K; ++j) m = max(m, pw[j]);
-  for (uint j = 0; j < TK_K; ++j) sel += TK_GATING == SOFTMAX_WEIGHT ? prob(pw[j], m) : pw[j];
-  float denom = TK_GATING == SOFTMAX ? sum : 1.0;
-  if (TK_GATING == SOFTMAX_WEIGHT && TK_NORMALIZE != 0) {  // the softmax's own sum, as llama.cpp divides by it
-    float s2 = 0.0;
-    for (uint j = 0; j < TK_K; ++j) s2 += prob(pw[j], m) / sel;
-    denom = max(s2, clamp_sum);
-  } else if (TK_NORMALIZE != 0) {
-    denom = max(sel, clamp_sum * denom);
-  }
-  const float scale = TK_SCALE != 0.0 ? TK_SCALE : 1.0;
-  for (uint j = t; j < TK_K; j += TK_WG) {
-    const float w = TK_GATING == SOFTMAX_WEIGHT ? prob(pw[j], m) / sel : pw[j];
-    TK_SET_WEIGHT(j, w / denom * scale);
-  }
+  set_topk_weights(mx, sum, false);
 }
