@@ -112,6 +112,17 @@ void load_keys(uint tile0, uint kv_hi, uint g, out KV_T kr[NV], out float ks[NV]
   }
 }
 
+// Value tile rows [tile0, tile0 + BC) of kv head g as this invocation stores
+// them (zeros past kv_hi; nothing to load where the key tile is the value tile).
+void load_values(uint tile0, uint kv_hi, uint g, out KV_T vr[NV], out float vs[NV]) {
+  [[unroll]] for (uint n = 0; n < NV; ++n) {
+    const uint i = gl_LocalInvocationID.x + n * WG, j = i / LU, u = i % LU;
+    const bool ok = p.kv_same == 0 && i < BC * LU && tile0 + j < kv_hi;
+    vr[n] = ok ? vc[(tile0 + j) * p.kv_row_lu + g * LU + u] : KV_T(0);
+    vs[n] = ok ? V_SCALE(tile0 + j, u) : 0.0;
+  }
+}
+
 // Split tail: the last of the splits of this (kv head g, row block) to finish
 // (counted on counter[tail_counter - 1 + ...], left at 0 again) combines their
 // partials into o as attn_split_reduce.comp would (sinks added once), saving
@@ -190,7 +201,6 @@ void main() {
   const uint split_lo = p.kv_start + split * p.kv_len, kv_hi = min(split_lo + p.kv_len, p.pos0 + t_last + 1);
   // Keys before the first row's window are skipped (later rows' windows start later).
   const uint kv_lo = max(split_lo, first_key(p.pos0 + r0 / G));
-  const uint kv_base = g * LU;
 
   if (Q_SHARED)
     for (uint i = tid; i < BR * D4; i += WG) {
@@ -220,11 +230,12 @@ void main() {
   vec4 acc[OR * NC];
   [[unroll]] for (uint i = 0; i < OR * NC; ++i) acc[i] = vec4(0);
 
-  // Key tiles run one tile ahead: the next one loads into registers while
-  // this one is worked on.
-  KV_T kreg[NV];
-  float ksc[NV];
+  // Key and value tiles run one tile ahead: the next tile's rows load into
+  // registers as soon as this one's are stored, and arrive while it is worked on.
+  KV_T kreg[NV], vreg[NV];
+  float ksc[NV], vsc[NV];
   load_keys(kv_lo, kv_hi, g, kreg, ksc);
+  load_values(kv_lo, kv_hi, g, vreg, vsc);
   for (uint tile0 = kv_lo; tile0 < kv_hi; tile0 += BC) {
     barrier();  // the previous tile's readers are done
     [[unroll]] for (uint n = 0; n < NV; ++n) {
@@ -233,17 +244,6 @@ void main() {
     }
     if (tile0 + BC < kv_hi) load_keys(tile0 + BC, kv_hi, g, kreg, ksc);
     barrier();
-    KV_T vreg[NV];  // value tile, loaded while the scores are computed
-    float vsc[NV];
-    [[unroll]] for (uint n = 0; n < NV; ++n) {
-      const uint i = tid + n * WG, j = i / LU;
-      vreg[n] = KV_T(0);
-      vsc[n] = 0.0;
-      if (p.kv_same == 0 && i < BC * LU && tile0 + j < kv_hi) {
-        vreg[n] = vc[(tile0 + j) * p.kv_row_lu + kv_base + i % LU];
-        vsc[n] = V_SCALE(tile0 + j, i % LU);
-      }
-    }
     float s[SR * SK];
     [[unroll]] for (uint i = 0; i < SR * SK; ++i) s[i] = 0.0;
     for (uint c = 0; c < D4; ++c) {
@@ -262,11 +262,13 @@ void main() {
         p_sh[(rt + i * RT) * PS4 + key / 4][key % 4] = ok ? s[i * SK + jj] : NEG;
       }
     barrier();
-    if (p.kv_same == 0)
+    if (p.kv_same == 0) {
       [[unroll]] for (uint n = 0; n < NV; ++n) {
         const uint i = tid + n * WG;
         if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n], vsc[n]);
       }
+      if (tile0 + BC < kv_hi) load_values(tile0 + BC, kv_hi, g, vreg, vsc);
+    }
     float mx = NEG;
     for (uint key = sm_sub; key < BC; key += TPR) mx = max(mx, p_sh[sm_row * PS4 + key / 4][key % 4]);
     red_max[tid] = mx;
