@@ -14,6 +14,11 @@
 // memory): query rows are read from q directly in the score loop.
 // kv_same: the caches are one buffer (latent attention): the key tile is
 // also the value tile.
+// ROPE_IN (one token, F16 caches, Q_SHARED): q and the new position's k and v
+// come as the projections left them; each workgroup norms and rotates its q
+// rows, the split holding the new position also its key, as
+// attn_rope_store.comp does (that dispatch and its barrier are saved), uses
+// the new key and value from shared memory and stores them into the caches.
 // KV_F16: caches hold f16 pairs packed in uints.
 // KV_Q8: int8 quadruples packed in uints and an f16 scale per 32 values
 // (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
@@ -62,6 +67,8 @@ layout(push_constant) uniform P {
   uint kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
   uint kv_same;  // V is K (latent attention): the key tile serves as the value tile
   uint tail_counter;  // split-K: 0, or 1 + the first counter of the split tail
+  uint neox, n_rot, norm;  // ROPE_IN: attn_rope_store.comp's rotation and norm
+  float eps, freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;
 } p;
 
 shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
@@ -70,6 +77,22 @@ shared vec4 p_sh[BR * PS4];  // scores, then probabilities
 shared float red_max[WG], red_sum[WG];
 shared float row_m[BR], row_l[BR], row_alpha[BR], row_m_new[BR];
 shared bool tail_last;
+
+#if ROPE_IN
+#if !KV_F16
+#error "ROPE_IN needs an F16 cache"
+#endif
+layout(std430, binding = 1) writeonly buffer KCW { uint kc_w[]; };  // the new position's row
+layout(std430, binding = 2) writeonly buffer VCW { uint vc_w[]; };
+layout(std430, binding = 7) readonly buffer KN { vec4 k_new4[]; };  // this token's k heads, not yet normed or rotated
+layout(std430, binding = 8) readonly buffer VN { vec2 v_new2[]; };  // and its v heads
+layout(std430, binding = 9) readonly buffer QW { float qw[]; };     // q and k norm weights (norm != 0)
+layout(std430, binding = 10) readonly buffer KW { float kw[]; };
+shared uint kn_sh[D / 2], vn_sh[D / 2];  // the new key and value as the cache holds them
+shared float rn_sh[BR + 1];              // inverse RMS of the q rows and the key row
+shared vec2 cs_sh[D / 2];                // mscale * (cos, sin) of each rotated pair
+#include "rope.glsl"
+#endif
 
 #include "attn_common.glsl"
 uint first_key(uint pos) { return first_key(pos, p.window); }
@@ -122,6 +145,73 @@ void load_values(uint tile0, uint kv_hi, uint g, out KV_T vr[NV], out float vs[N
     vs[n] = ok ? V_SCALE(tile0 + j, u) : 0.0;
   }
 }
+
+#if ROPE_IN
+// Row e of the prologue's rows (kv_sh as floats): q rows 0..BR-1, the key BR.
+float raw_at(uint r, uint e) { return kv_sh[(r * D + e) / 4][e % 4]; }
+float normed_at(uint r, uint e) {
+  const float x = raw_at(r, e);
+  return p.norm != 0 ? x * (rn_sh[r] * (r < BR ? qw[e] : kw[e])) : x;
+}
+// Element e of row r normed and rotated (attn_rope_store.comp's operations).
+float rotated_at(uint r, uint e) {
+  const uint half_r = p.n_rot / 2;
+  if (e >= p.n_rot) return normed_at(r, e);
+  const bool first = p.neox != 0 ? e < half_r : e % 2 == 0;
+  const uint i = p.neox != 0 ? (first ? e : e - half_r) : e / 2;
+  const uint a = p.neox != 0 ? i : 2 * i, b = p.neox != 0 ? i + half_r : 2 * i + 1;
+  const float x0 = normed_at(r, a), x1 = normed_at(r, b);
+  const vec2 cs = cs_sh[i];
+  return first ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x;
+}
+
+// One token: the workgroup's q rows into q_sh (normed, rotated, scaled) and,
+// where it holds the new position (has_new), that key and value into kn_sh /
+// vn_sh, stored into the caches by one workgroup (store_new).
+void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
+  const uint tid = gl_LocalInvocationID.x, G = p.group, NR = BR + 1, cache_row = p.pos0 * p.kv_row_lu * 4 + g * (D / 2);
+  for (uint i = tid; i < NR * D4; i += WG) {
+    const uint r = i / D4, c = i % D4, row = r0 + r;
+    vec4 x = vec4(0);
+    if (r < BR && row < p.n_rows) x = q4[(g * G + row) * D4 + c];
+    if (r == BR && has_new) x = k_new4[g * D4 + c];
+    kv_sh[i] = x;
+  }
+  if (has_new)
+    for (uint i = tid; i < D / 2; i += WG) {
+      const uint w = packHalf2x16(v_new2[g * (D / 2) + i]);
+      vn_sh[i] = w;
+      if (store_new) vc_w[cache_row + i] = w;
+    }
+  barrier();
+  if (tid < NR) {
+    float ss = 0.0;
+    for (uint c = 0; c < D4; ++c) ss += dot(kv_sh[tid * D4 + c], kv_sh[tid * D4 + c]);
+    rn_sh[tid] = inversesqrt(ss / float(D) + p.eps);
+  }
+  for (uint i = tid; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
+  barrier();
+  for (uint j = tid; j < NR * (D / 2); j += WG) {
+    const uint r = j / (D / 2), m = j % (D / 2);
+    if (r == BR && !has_new) break;
+    const vec2 x = vec2(rotated_at(r, 2 * m), rotated_at(r, 2 * m + 1));
+    if (r < BR) {
+      q_sh[r * RS + m / 2][2 * (m % 2)] = x.x * p.scale_log2;
+      q_sh[r * RS + m / 2][2 * (m % 2) + 1] = x.y * p.scale_log2;
+    } else {
+      const uint w = packHalf2x16(x);
+      kn_sh[m] = w;
+      if (store_new) kc_w[cache_row + m] = w;
+    }
+  }
+  // The tiles' first barrier makes q_sh and kn_sh visible.
+}
+// A tile load u of cache row pos, the new position's from shared memory.
+KV_T new_row_word(bool is_key, uint u) {
+  return is_key ? uvec4(kn_sh[4 * u], kn_sh[4 * u + 1], kn_sh[4 * u + 2], kn_sh[4 * u + 3])
+                : uvec4(vn_sh[4 * u], vn_sh[4 * u + 1], vn_sh[4 * u + 2], vn_sh[4 * u + 3]);
+}
+#endif
 
 // Split tail: the last of the splits of this (kv head g, row block) to finish
 // (counted on counter[tail_counter - 1 + ...], left at 0 again) combines their
@@ -202,6 +292,10 @@ void main() {
   // Keys before the first row's window are skipped (later rows' windows start later).
   const uint kv_lo = max(split_lo, first_key(p.pos0 + r0 / G));
 
+#if ROPE_IN
+  const bool has_new = p.pos0 >= kv_lo && p.pos0 < kv_hi;
+  rope_prologue(r0, g, has_new, has_new && r0 == 0);
+#else
   if (Q_SHARED)
     for (uint i = tid; i < BR * D4; i += WG) {
       const uint r = i / D4, c = i % D4, row = r0 + r;
@@ -209,6 +303,7 @@ void main() {
       if (row < p.n_rows) x = q4[(row / G) * p.q_stride4 + (g * G + row % G) * D4 + c] * p.scale_log2;
       q_sh[r * RS + c] = x;
     }
+#endif
   if (tid < BR) {
     row_m[tid] = NEG;
     row_l[tid] = 0.0;
@@ -240,7 +335,12 @@ void main() {
     barrier();  // the previous tile's readers are done
     [[unroll]] for (uint n = 0; n < NV; ++n) {
       const uint i = tid + n * WG;
-      if (i < BC * LU) store_tile(i / LU, i % LU, kreg[n], ksc[n]);
+      if (i < BC * LU) {
+#if ROPE_IN
+        if (has_new && tile0 + i / LU == p.pos0) kreg[n] = new_row_word(true, i % LU);
+#endif
+        store_tile(i / LU, i % LU, kreg[n], ksc[n]);
+      }
     }
     if (tile0 + BC < kv_hi) load_keys(tile0 + BC, kv_hi, g, kreg, ksc);
     barrier();
@@ -265,7 +365,12 @@ void main() {
     if (p.kv_same == 0) {
       [[unroll]] for (uint n = 0; n < NV; ++n) {
         const uint i = tid + n * WG;
-        if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n], vsc[n]);
+        if (i < BC * LU) {
+#if ROPE_IN
+          if (has_new && tile0 + i / LU == p.pos0) vreg[n] = new_row_word(false, i % LU);
+#endif
+          store_tile(i / LU, i % LU, vreg[n], vsc[n]);
+        }
       }
       if (tile0 + BC < kv_hi) load_values(tile0 + BC, kv_hi, g, vreg, vsc);
     }

@@ -43,30 +43,7 @@ uint pack_q8(vec4 x, float id) {
 }
 #endif
 
-// ggml's rope_yarn angle of pair i: pos * theta_scale^i as i successive
-// products, then the YaRN mix with the extrapolated angle.
-float angle(float pos, uint i) {
-  precise float te = pos;
-  for (uint j = 0; j < i; ++j) te *= p.theta_scale;
-  precise float th = p.freq_scale * te;
-  if (p.ext_factor != 0.0) {
-    precise const float y = (float(i) - p.corr0) / max(0.001, p.corr1 - p.corr0);
-    precise const float mix = (1.0 - min(1.0, max(0.0, y))) * p.ext_factor;
-    th = th * (1.0 - mix) + te * mix;
-  }
-  return th;
-}
-
-// cos and sin of x, reduced to [-pi, pi] first (where GPU sin/cos are
-// specified) by x - n 2 pi with 2 pi in three parts, the first two of 8 bits:
-// exact products for |n| < 2^16 (|x| < 4e5).
-vec2 cos_sin(float x) {
-  const float n = round(x * 0.15915494309189535);
-  precise float r = x - n * 6.28125;
-  r = r - n * 0.00193023681640625;
-  r = r - n * 5.070363386039389e-06;
-  return vec2(cos(r), sin(r));
-}
+#include "rope.glsl"
 
 void main() {
   const uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x, D = p.head_dim;

@@ -112,6 +112,47 @@ TEST(GpuForward, Int8ActivationDecodeStaysNearCpuReference) {
   EXPECT_GT(differs, 1e-5) << "the int8-activation products did not run";
 }
 
+// An F16 KV cache (the default): decoding folds the q/k norms, the rotation
+// and the cache store into the attention kernel where it can. Logits stay
+// within the f16 rounding of the keys and values of the f32 CPU reference,
+// for NeoX rotation with q/k norms (qwen3moe), adjacent pairs without norms
+// (llama), YaRN with sinks and windows (gpt-oss), and past 300 positions,
+// where the keys are split over workgroups.
+TEST(GpuForward, F16KvDecodeStaysNearCpuReference) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  for (const char* spec : {"arch=qwen3moe", "arch=llama,n_expert=4,n_expert_used=2",
+                           "arch=gpt-oss,n_layer=4,n_swa=3,yarn_factor=32,n_ctx_orig=64,quant=MXFP4_MOE"})
+    for (int n_prompt : {3, 300}) {
+      SCOPED_TRACE(std::string(spec) + " prompt " + std::to_string(n_prompt));
+      auto m = synth(spec, seed);
+      EngineOptions o;
+      o.n_ctx = 320;
+      o.kv_type = "f16";
+      o.gemm = "tiled";
+      auto gpu = make_engine(*m, o);
+      CpuForward ref(*m, o.n_ctx);
+      std::mt19937 rng(seed);
+      std::vector<int32_t> prompt(n_prompt);
+      for (auto& t : prompt) t = int32_t(rng() % 512);
+      // f16 keys and values (2^-11 relative) moved the logits by 5e-5 to 8e-4
+      // and router logits by less than the margin on lavapipe (9 seeds); a
+      // wrong norm, rotation or new key row moves them by far more.
+      const float margin = 2e-3f;
+      const double tol = 5e-3;
+      auto r = ref.eval(prompt);
+      gpu->eval(prompt);
+      if (!routes_clear_of_ties(ref, "prompt", margin)) continue;
+      for (int i = 0; i < 4; ++i) {
+        const int32_t t = argmax(r);
+        r = ref.eval({t});
+        const auto g = gpu->eval({t});
+        if (!routes_clear_of_ties(ref, "token " + std::to_string(i), margin)) break;
+        ASSERT_LT(max_rel_diff(g, r), tol) << "token " << i;
+      }
+    }
+}
+
 class GpuForwardArch : public ::testing::TestWithParam<std::string> {};
 
 // Logits of the GPU path match the scalar CPU reference token by token.

@@ -621,6 +621,129 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
         }
 }
 
+// One token's attention with the norm, rotation and cache store folded into
+// the kernel (AttentionArgs::rope) against record_rope_store, a barrier and
+// record_attention on the same inputs: the same outputs (the q rows' sums of
+// squares are added in another order: rounding) and the same cache bytes,
+// the new position's row included. The cache row at the new position holds
+// garbage before the call, so a kernel that read it instead of the key and
+// value it formed itself would fail. Shapes cover 1, 4 and 8 query heads per
+// kv head, full and partial rotary (NeoX and adjacent pairs, YaRN), norms,
+// sinks, a window, and positions unsplit, split with the tail and split
+// combined by the reduce dispatch.
+TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t gqa[][2] = {{8, 2}, {32, 4}, {4, 4}};
+  int iter = 0;
+  for (uint32_t D : {64u, 128u})
+    for (bool norm : {false, true})
+      for (bool neox : {false, true})
+        for (uint32_t pos0 : {0u, 37u, 700u, 1500u}) {
+          const uint32_t NH = gqa[iter % 3][0], NKV = gqa[iter % 3][1], KV = NKV * D, n_ctx = 2048;
+          const bool partial = iter % 2 == 1, yarn = iter % 5 == 2, sinks = iter % 4 == 1, tail = pos0 != 1500;
+          const uint32_t window = iter % 7 == 3 ? 300 : 0;
+          ++iter;
+          SCOPED_TRACE("D=" + std::to_string(D) + " heads " + std::to_string(NH) + "/" + std::to_string(NKV) +
+                       " pos0 " + std::to_string(pos0) + (norm ? " norm" : "") + (neox ? " neox" : "") +
+                       (partial ? " partial" : "") + (yarn ? " yarn" : "") + (sinks ? " sinks" : "") +
+                       " window " + std::to_string(window) + (tail ? " tail" : ""));
+          const auto q = e.randn(NH * D, 2.f), k = e.randn(KV, 2.f), v = e.randn(KV, 2.f), qw = e.randn(D),
+                     kw = e.randn(D), sk = e.randn(NH, 2.f);
+          auto cache_k = e.randn(size_t(n_ctx) * KV), cache_v = e.randn(size_t(n_ctx) * KV);
+          for (uint32_t i = 0; i < KV; ++i) cache_k[size_t(pos0) * KV + i] = cache_v[size_t(pos0) * KV + i] = 3e4f;
+          struct Run {
+            std::vector<float> o;
+            std::vector<uint8_t> kc, vc;
+            AttentionRecord rec;
+          };
+          auto run = [&](bool fold) {
+            Buffer bq = e.buf(q), bk = e.buf(k), bv = e.buf(v), bqw = e.buf(qw), bkw = e.buf(kw), bsk = e.buf(sk);
+            Buffer bkc = e.cache(cache_k, KvType::F16, D, NKV), bvc = e.cache(cache_v, KvType::F16, D, NKV);
+            Buffer bo = e.buf(std::vector<float>(NH * D, NAN));
+            Buffer bs = e.ctx->create_buffer(attention_scratch_bytes(NH, D, n_ctx), MemoryKind::Device, "scratch");
+            Buffer counters = e.buf(std::vector<uint32_t>(64, 0));
+            RopeStoreArgs rs = rope_store_args(bq, bk, bkc, 1, pos0, D, NH, NKV, RopeParams{}, KvType::F16);
+            rs.v = bv;
+            rs.v_cache = bvc;
+            rs.rope.n_rot = int(partial ? D / 2 + D / 4 : D);
+            rs.rope.neox = neox;
+            rs.rope.theta = 1e6f;
+            if (yarn) {
+              rs.rope.freq_scale = 0.25f;
+              rs.rope.ext_factor = 1.f;
+              rs.rope.n_ctx_orig = 4096;
+            }
+            rs.norm = norm;
+            rs.eps = 1e-6f;
+            rs.q_norm = bqw;
+            rs.k_norm = bkw;
+            AttentionArgs a;
+            a.q = bq;
+            a.k_cache = bkc;
+            a.v_cache = bvc;
+            a.o = bo;
+            a.q_stride = a.o_stride = NH * D;
+            a.n_tokens = 1;
+            a.pos0 = pos0;
+            a.head_dim = D;
+            a.n_head = NH;
+            a.n_head_kv = NKV;
+            a.scale = 1.f / std::sqrt(float(D));
+            a.kv_type = KvType::F16;
+            a.scratch = bs;
+            a.window = window;
+            if (sinks) a.sinks = bsk;
+            if (tail) {
+              a.counters = counters;
+              a.counter_index = 3;
+            }
+            Run res;
+            if (fold) {
+              EXPECT_TRUE(attention_folds_rope_store(*e.ctx, a, rs));
+              a.rope = &rs;
+            }
+            e.record([&](Recorder& r) {
+              if (!fold) {
+                record_rope_store(r, rs);
+                r.barrier();
+              }
+              res.rec = record_attention(r, a);
+            });
+            res.o = e.read(bo, NH * D);
+            res.kc = e.read<uint8_t>(bkc, bkc.size());
+            res.vc = e.read<uint8_t>(bvc, bvc.size());
+            if (tail) {
+              const auto c = e.read<uint32_t>(counters, 64);
+              EXPECT_EQ(std::count(c.begin(), c.end(), 0u), 64) << "the split tail left a counter non-zero";
+            }
+            return res;
+          };
+          const Run sep = run(false), fold = run(true);
+          EXPECT_TRUE(fold.rec.rope_folded);
+          EXPECT_FALSE(sep.rec.rope_folded);
+          EXPECT_EQ(fold.rec.splits, sep.rec.splits);
+          EXPECT_EQ(fold.rec.split_tail, sep.rec.split_tail);
+          if (pos0 >= 700) EXPECT_GT(fold.rec.splits, 1u);
+          EXPECT_LT(rel_err(fold.o, sep.o), 1e-4);
+          // The value row is the same conversion of the same floats; the key row
+          // within an f16 rounding (its norm's sum ran in another order).
+          ASSERT_EQ(fold.vc, sep.vc);
+          const size_t row = size_t(pos0) * KV * 2;
+          for (size_t i = 0; i < fold.kc.size(); ++i)
+            if (i < row || i >= row + KV * 2) ASSERT_EQ(fold.kc[i], sep.kc[i]) << "k cache byte " << i;
+          std::vector<float> fk(KV), sk16(KV);
+          for (uint32_t i = 0; i < KV; ++i) {
+            uint16_t a, b;
+            std::memcpy(&a, &fold.kc[row + 2 * i], 2);
+            std::memcpy(&b, &sep.kc[row + 2 * i], 2);
+            fk[i] = fp16_to_fp32(a);
+            sk16[i] = fp16_to_fp32(b);
+          }
+          EXPECT_LT(rel_err(fk, sk16), 2e-3);
+        }
+}
+
 // rope_store with partial rotary, NeoX / adjacent pairs, linear scaling and
 // YaRN at positions up to 1e5 against cpu/rope.h's rope of the same inputs
 // (no norm, f32 cache). Both form the same float angles, so what differs is

@@ -89,9 +89,6 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   rs.norm = per_head;
   rs.eps = c_.norm_eps;
   rs.kv_type = kv_;
-  vk::record_rope_store(r, rs);
-  r.barrier();
-  mark_(r, "qk-norm/rope/kv store");
   vk::AttentionArgs at;
   at.q = a_.q;
   at.k_cache = g.k_cache;
@@ -111,6 +108,14 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   at.counter_index = Activations::kAttentionCounters;
   if (spec.sinks) at.sinks = g.attn_sinks.buf;
   at.window = spec.window;
+  // One token: the attention kernel norms, rotates and stores itself where it can.
+  if (vk::attention_folds_rope_store(ops_.ctx(), at, rs)) {
+    at.rope = &rs;
+  } else {
+    vk::record_rope_store(r, rs);
+    r.barrier();
+    mark_(r, "qk-norm/rope/kv store");
+  }
   vk::record_attention(r, at);
   r.barrier();
   mark_(r, "attention");

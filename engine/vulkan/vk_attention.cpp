@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "engine/vulkan/attention_coopmat.h"
 
@@ -29,6 +30,9 @@ struct FlashPush {
   uint32_t kv_start, window, has_sinks;  // first key of split 0; sliding window (0: none); sinks bound
   uint32_t kv_same;                      // k_cache and v_cache are the same rows
   uint32_t tail_counter;                 // 0, or 1 + the first counter of the split tail
+  uint32_t neox, n_rot, norm;            // attn_flash_rope_*: RopeStorePush's
+  float eps, freq_scale, ext_factor;
+  RopeConsts rc;
 };
 struct SplitReducePush {
   uint32_t head_dim, n_head, n_split, ml_off, o_stride, has_sinks;
@@ -119,6 +123,12 @@ FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows, 
               " bytes of shared memory for head dimension " + std::to_string(head_dim));
 }
 
+// Shared memory the tiles may use: the device's, or the caller's cap (tests).
+uint32_t shared_cap(const Context& ctx, const AttentionArgs& a) {
+  const uint32_t dev = ctx.info().max_shared_memory_bytes;
+  return a.max_shared_bytes ? std::min(a.max_shared_bytes, dev) : dev;
+}
+
 uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / kMinSplitKeys, 1, kMaxSplits); }
 
 // Head dimensions each cache type's shaders handle (vector loads; Q8_0 blocks).
@@ -179,6 +189,20 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
                push, a.n_head + a.n_head_kv, a.n_tokens);
 }
 
+bool attention_folds_rope_store(const Context& ctx, const AttentionArgs& a, const RopeStoreArgs& rs) {
+  static const bool off = env_off("VKMOE_ATTN_ROPE_FOLD");
+  if (off || a.n_tokens != 1 || rs.n_tokens != 1 || a.kv_type != KvType::F16 || rs.kv_type != KvType::F16) return false;
+  if (rs.v.buffer == VK_NULL_HANDLE || a.k_cache.buffer == a.v_cache.buffer) return false;  // latent attention
+  if (rs.pos0 != a.pos0 || rs.head_dim != a.head_dim || rs.n_head != a.n_head || rs.n_head_kv != a.n_head_kv)
+    return false;
+  const uint32_t D = a.head_dim;
+  if (D % 8 != 0 || rs.rope.n_rot < 0 || rs.rope.n_rot % 2 != 0 || uint32_t(rs.rope.n_rot) > D) return false;
+  const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.n_head / a.n_head_kv, true);
+  // The prologue's rows (q rows and the key) fit the key tile; its arrays the rest of shared memory.
+  return s.q_shared && (s.br + 1) * D <= s.bc * (D / 4 + 1) * 4 &&
+         flash_shared_bytes(s, D) + 4 * (2 * D + s.br + 1) <= shared_cap(ctx, a);
+}
+
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx) {
   return uint64_t(n_head) * max_splits(n_ctx) * (head_dim + 2) * 4;
 }
@@ -202,13 +226,25 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   const uint32_t rows = a.n_tokens * group;
   const bool has_sinks = a.sinks.buffer != VK_NULL_HANDLE;
   if (has_sinks) check_range("sinks", a.sinks, uint64_t(a.n_head) * 4);
+  if (a.rope && !attention_folds_rope_store(ctx, a, *a.rope))
+    throw Error("internal error: attention given a rope/store it cannot fold");
+  if (a.rope) {
+    const RopeStoreArgs& rs = *a.rope;
+    if (rs.q.buffer != a.q.buffer || rs.q.offset != a.q.offset || rs.k_cache.buffer != a.k_cache.buffer ||
+        rs.v_cache.buffer != a.v_cache.buffer)
+      throw Error("internal error: folded rope/store on other buffers than the attention's");
+    check_range("new k", rs.k, kv_dim * 4);
+    check_range("new v", rs.v, kv_dim * 4);
+    if (rs.norm) {
+      check_range("q norm", rs.q_norm, uint64_t(D) * 4);
+      check_range("k norm", rs.k_norm, uint64_t(D) * 4);
+    }
+  }
   if (attention_uses_coopmat(ctx, a)) {
     record_attention_coopmat(rec, a);
     return {};
   }
-  const uint32_t shared_bytes =
-      a.max_shared_bytes ? std::min(a.max_shared_bytes, dev.max_shared_memory_bytes) : dev.max_shared_memory_bytes;
-  const FlashShape s = flash_shape(shared_bytes, D, rows, a.n_tokens == 1);
+  const FlashShape s = flash_shape(shared_cap(ctx, a), D, rows, a.n_tokens == 1);
   const uint32_t row_blocks = (rows + s.br - 1) / s.br;
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
     throw Error("internal error: attention dispatch exceeds the workgroup count limits");
@@ -257,19 +293,33 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
                     (uint64_t(a.counter_index) + n_counters) * 4 <= a.counters.range;
   push.tail_counter = tail ? a.counter_index + 1 : 0;
   push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;
-  const Pipeline& fp = ctx.pipeline(std::string("attn_flash_") + kv_type_name(a.kv_type), 7, sizeof push,
-                                    {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u});
+  const std::vector<uint32_t> spec = {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u};
   // Unused bindings get o (partials without a split, counters without the
-  // tail) or q (sinks without sinks).
+  // tail) or q (sinks without sinks, norm weights without a norm).
   const BufferRange& sinks = push.has_sinks ? a.sinks : a.q;
-  rec.dispatch(fp, {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o, sinks, tail ? a.counters : a.o},
-               push, row_blocks, n_split, a.n_head_kv);
-  if (n_split == 1 || tail) return {n_split, tail};
+  std::vector<BufferRange> bind = {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o, sinks,
+                                   tail ? a.counters : a.o};
+  std::string name = std::string("attn_flash_") + kv_type_name(a.kv_type);
+  if (a.rope) {
+    const RopeStoreArgs& rs = *a.rope;
+    name = "attn_flash_rope_f16";
+    push.neox = rs.rope.neox ? 1u : 0u;
+    push.n_rot = uint32_t(rs.rope.n_rot);
+    push.norm = rs.norm ? 1u : 0u;
+    push.eps = rs.eps;
+    push.freq_scale = rs.rope.freq_scale;
+    push.ext_factor = rs.rope.ext_factor;
+    push.rc = rope_consts(rs.rope);
+    bind.insert(bind.end(), {rs.k, rs.v, rs.norm ? rs.q_norm : a.q, rs.norm ? rs.k_norm : a.q});
+  }
+  const Pipeline& fp = ctx.pipeline(name, static_cast<uint32_t>(bind.size()), sizeof push, spec);
+  rec.dispatch(fp, bind, &push, sizeof push, row_blocks, n_split, a.n_head_kv);
+  if (n_split == 1 || tail) return {n_split, tail, a.rope != nullptr};
   rec.barrier();
   const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride, has_sinks ? 1u : 0u};
   const Pipeline& p = ctx.pipeline("attn_split_reduce", 3, sizeof rp);
   rec.dispatch(p, {a.scratch, a.o, has_sinks ? a.sinks : a.scratch}, rp, a.n_tokens * a.n_head);
-  return {n_split, false};
+  return {n_split, false, a.rope != nullptr};
 }
 
 }  // namespace vkmoe::vk

@@ -63,7 +63,15 @@ struct AttentionArgs {
   // with VKMOE_ATTN_SPLIT_TAIL=0.
   BufferRange counters;
   uint32_t counter_index = 0;
+  // Set only where attention_folds_rope_store(ctx, *this, *rope): q, k and v
+  // as the projections left them; the kernel also does record_rope_store's
+  // work (no dispatch and barrier before it). Null: q and the caches are ready.
+  const RopeStoreArgs* rope = nullptr;
 };
+// Whether record_attention can do rs's norm, rotation and cache store itself:
+// one token over an F16 cache with values (not latent), the flash kernel's
+// query tile in shared memory, and VKMOE_ATTN_ROPE_FOLD not 0.
+bool attention_folds_rope_store(const Context& ctx, const AttentionArgs& a, const RopeStoreArgs& rs);
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx);
 // Prompt ubatches that fill 64 workgroups of 64 or 128 query rows (e.g. 256
 // tokens of 32 query heads) over an F16 cache with head_dim a multiple of 16
@@ -77,6 +85,7 @@ bool attention_uses_coopmat(const Context& ctx, const AttentionArgs& a);
 struct AttentionRecord {
   uint32_t splits = 1;
   bool split_tail = false;
+  bool rope_folded = false;
 };
 AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a);
 
