@@ -226,10 +226,10 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   const uint32_t rows = a.n_tokens * group;
   const bool has_sinks = a.sinks.buffer != VK_NULL_HANDLE;
   if (has_sinks) check_range("sinks", a.sinks, uint64_t(a.n_head) * 4);
-  if (a.rope && !attention_folds_rope_store(ctx, a, *a.rope))
-    throw Error("internal error: attention given a rope/store it cannot fold");
   if (a.rope) {
     const RopeStoreArgs& rs = *a.rope;
+    if (!attention_folds_rope_store(ctx, a, rs))
+      throw Error("internal error: attention given a rope/store it cannot fold");
     if (rs.q.buffer != a.q.buffer || rs.q.offset != a.q.offset || rs.k_cache.buffer != a.k_cache.buffer ||
         rs.v_cache.buffer != a.v_cache.buffer)
       throw Error("internal error: folded rope/store on other buffers than the attention's");
