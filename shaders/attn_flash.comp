@@ -147,7 +147,7 @@ void load_values(uint tile0, uint kv_hi, uint g, out KV_T vr[NV], out float vs[N
 }
 
 #if ROPE_IN
-// Row e of the prologue's rows (kv_sh as floats): q rows 0..BR-1, the key BR.
+// Element e of prologue row r (kv_sh as floats): q rows 0..BR-1, the key BR.
 float raw_at(uint r, uint e) { return kv_sh[(r * D + e) / 4][e % 4]; }
 float normed_at(uint r, uint e) {
   const float x = raw_at(r, e);
