@@ -72,7 +72,27 @@ layout(push_constant) uniform P {
 } p;
 
 shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
+#if KV_F16
+// Key tile, then value tile, as the cache holds them: 4 halves per vec4 column
+// (half the shared-memory traffic of unpacked rows).
+shared uvec2 kv_sh[BC * RS];
+vec4 tile_at(uint i) { return vec4(unpackHalf2x16(kv_sh[i].x), unpackHalf2x16(kv_sh[i].y)); }
+// The tile as float scratch (the rope prologue, the split tail).
+float scratch_at(uint i) { return uintBitsToFloat(kv_sh[i / 2][i % 2]); }
+vec4 scratch4_at(uint i4) { return uintBitsToFloat(uvec4(kv_sh[2 * i4], kv_sh[2 * i4 + 1])); }
+void set_scratch(uint i, float x) { kv_sh[i / 2][i % 2] = floatBitsToUint(x); }
+void set_scratch4(uint i4, vec4 x) {
+  kv_sh[2 * i4] = floatBitsToUint(x.xy);
+  kv_sh[2 * i4 + 1] = floatBitsToUint(x.zw);
+}
+#else
 shared vec4 kv_sh[BC * RS];  // key tile, then value tile
+vec4 tile_at(uint i) { return kv_sh[i]; }
+float scratch_at(uint i) { return kv_sh[i / 4][i % 4]; }
+vec4 scratch4_at(uint i4) { return kv_sh[i4]; }
+void set_scratch(uint i, float x) { kv_sh[i / 4][i % 4] = x; }
+void set_scratch4(uint i4, vec4 x) { kv_sh[i4] = x; }
+#endif
 shared vec4 p_sh[BR * PS4];  // scores, then probabilities
 shared float red_max[WG], red_sum[WG];
 shared float row_m[BR], row_l[BR], row_alpha[BR], row_m_new[BR];
@@ -111,8 +131,8 @@ float half_of(uint w, uint u) { return unpackHalf2x16(w)[(u / 2) % 2]; }
 // Unpacks one cache load (scale sc: KV_Q8 only) into vec4s of the tile row.
 void store_tile(uint j, uint u, KV_T w, float sc) {
 #if KV_F16
-  kv_sh[j * RS + 2 * u] = vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y));
-  kv_sh[j * RS + 2 * u + 1] = vec4(unpackHalf2x16(w.z), unpackHalf2x16(w.w));
+  kv_sh[j * RS + 2 * u] = w.xy;
+  kv_sh[j * RS + 2 * u + 1] = w.zw;
 #elif KV_Q8
   [[unroll]] for (uint e = 0; e < 4; ++e) {
     const int x = int(w[e]);
@@ -147,8 +167,8 @@ void load_values(uint tile0, uint kv_hi, uint g, out KV_T vr[NV], out float vs[N
 }
 
 #if ROPE_IN
-// Element e of prologue row r (kv_sh as floats): q rows 0..BR-1, the key BR.
-float raw_at(uint r, uint e) { return kv_sh[(r * D + e) / 4][e % 4]; }
+// Element e of prologue row r (the tile as scratch): q rows 0..BR-1, the key BR.
+float raw_at(uint r, uint e) { return scratch_at(r * D + e); }
 float normed_at(uint r, uint e) {
   const float x = raw_at(r, e);
   return p.norm != 0 ? x * (rn_sh[r] * (r < BR ? qw[e] : kw[e])) : x;
@@ -175,7 +195,7 @@ void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
     vec4 x = vec4(0);
     if (r < BR && row < p.n_rows) x = q4[(g * G + row) * D4 + c];
     if (r == BR && has_new) x = k_new4[g * D4 + c];
-    kv_sh[i] = x;
+    set_scratch4(i, x);
   }
   if (has_new)
     for (uint i = tid; i < D / 2; i += WG) {
@@ -186,7 +206,7 @@ void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
   barrier();
   if (tid < NR) {
     float ss = 0.0;
-    for (uint c = 0; c < D4; ++c) ss += dot(kv_sh[tid * D4 + c], kv_sh[tid * D4 + c]);
+    for (uint c = 0; c < D4; ++c) ss += dot(scratch4_at(tid * D4 + c), scratch4_at(tid * D4 + c));
     rn_sh[tid] = inversesqrt(ss / float(D) + p.eps);
   }
   for (uint i = tid; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
@@ -218,10 +238,9 @@ KV_T new_row_word(bool is_key, uint u) {
 // partials into o as attn_split_reduce.comp would (sinks added once), saving
 // that dispatch and the barrier before it. Every step is spread over the
 // workgroup: the (max, sum) pairs of all rows and splits go to shared memory
-// (kv_sh as floats: 2 * BR * n_split of them, checked by the host), each row's
+// (the tile as scratch: 2 * BR * n_split floats, checked by the host), each row's
 // weights are reduced by its TPR invocations, and each output vec4 sums its
 // splits eight loads at a time.
-float tail_at(uint i) { return kv_sh[i / 4][i % 4]; }
 void combine_splits(uint r0, uint g) {
   const uint tid = gl_LocalInvocationID.x, G = p.group, n = p.n_split, BRN = BR * n;
   memoryBarrierBuffer();
@@ -238,8 +257,8 @@ void combine_splits(uint r0, uint g) {
   // Partial row (r, s): (t * n_head + h) * n + s with t, h those of row r0 + r.
   for (uint i = tid; i < rows * n; i += WG) {
     const uint row = r0 + i / n, pr = ((row / G) * p.n_head + g * G + row % G) * n + i % n;
-    kv_sh[i / 4][i % 4] = part[p.ml_off + 2 * pr];
-    kv_sh[(BRN + i) / 4][(BRN + i) % 4] = part[p.ml_off + 2 * pr + 1];
+    set_scratch(i, part[p.ml_off + 2 * pr]);
+    set_scratch(BRN + i, part[p.ml_off + 2 * pr + 1]);
   }
   barrier();
   const uint sr = tid / TPR;  // the row whose weights this invocation helps reduce
@@ -247,7 +266,7 @@ void combine_splits(uint r0, uint g) {
   const float sk = p.has_sinks != 0 && row_ok ? sinks[g * G + (r0 + sr) % G] * 1.4426950408889634 : NEG;
   float mx = NEG;
   if (row_ok)
-    for (uint s = tid % TPR; s < n; s += TPR) mx = max(mx, tail_at(sr * n + s));
+    for (uint s = tid % TPR; s < n; s += TPR) mx = max(mx, scratch_at(sr * n + s));
   red_max[tid] = mx;
   barrier();
   float m = sk;
@@ -256,9 +275,9 @@ void combine_splits(uint r0, uint g) {
   if (row_ok)
     for (uint s = tid % TPR; s < n; s += TPR) {
       const uint i = sr * n + s;
-      const float w = exp2(tail_at(i) - m);
-      l += w * tail_at(BRN + i);
-      kv_sh[i / 4][i % 4] = w;  // the max becomes the split's weight
+      const float w = exp2(scratch_at(i) - m);
+      l += w * scratch_at(BRN + i);
+      set_scratch(i, w);  // the max becomes the split's weight
     }
   red_sum[tid] = l;
   barrier();
@@ -276,7 +295,7 @@ void combine_splits(uint r0, uint g) {
       vec4 v[8];
       [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = s0 + k < n ? part4[(first + s0 + k) * D4 + c] : vec4(0);
       [[unroll]] for (uint k = 0; k < 8; ++k)
-        if (s0 + k < n) a += tail_at(r * n + s0 + k) * v[k];
+        if (s0 + k < n) a += scratch_at(r * n + s0 + k) * v[k];
     }
     o4[t * p.o_stride4 + h * D4 + c] = a * row_l[r];
   }
@@ -351,7 +370,7 @@ void main() {
       [[unroll]] for (uint i = 0; i < SR; ++i)
         qv[i] = Q_SHARED ? q_sh[(rt + i * RT) * RS + c] : q4[q_row[i] + c] * p.scale_log2;
       [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
-        const vec4 kv = kv_sh[(kt + jj * KT) * RS + c];
+        const vec4 kv = tile_at((kt + jj * KT) * RS + c);
         [[unroll]] for (uint i = 0; i < SR; ++i) s[i * SK + jj] += dot(qv[i], kv);
       }
     }
@@ -411,7 +430,7 @@ void main() {
         [[unroll]] for (uint c = 0; c < NC; ++c) {
           const uint col = cd + c * DT;
           if (D4 % DT == 0 || col < D4) {
-            const vec4 vv = kv_sh[(j4 * 4 + jj) * RS + col];
+            const vec4 vv = tile_at((j4 * 4 + jj) * RS + col);
             [[unroll]] for (uint i = 0; i < OR; ++i) acc[i * NC + c] += pr[i][jj] * vv;
           }
         }

@@ -64,9 +64,17 @@ struct FlashShape {
   bool q_shared = true;     // query tile in shared memory (else read from q in the score loop)
 };
 
-uint64_t flash_shared_bytes(const FlashShape& s, uint32_t head_dim) {
+// Bytes of the key/value tile per vec4 column: an F16 cache's tile keeps the halves packed.
+uint32_t tile_column_bytes(KvType t) { return t == KvType::F16 ? 8 : 16; }
+
+// Floats the key/value tile holds as scratch (the rope prologue, the split tail).
+uint64_t tile_scratch_floats(const FlashShape& s, uint32_t head_dim, KvType t) {
+  return uint64_t(s.bc) * (head_dim / 4 + 1) * tile_column_bytes(t) / 4;
+}
+
+uint64_t flash_shared_bytes(const FlashShape& s, uint32_t head_dim, KvType t) {
   const uint64_t row_vec4 = head_dim / 4 + 1;
-  return 16 * ((s.q_shared ? s.br : 1) * row_vec4 + s.bc * row_vec4 + s.br * (s.bc / 4 + 1)) +
+  return 16 * ((s.q_shared ? s.br : 1) * row_vec4 + s.br * (s.bc / 4 + 1)) + 4 * tile_scratch_floats(s, head_dim, t) +
          4 * (2 * kFlashWorkgroup + 4 * s.br);
 }
 
@@ -99,12 +107,12 @@ bool map_invocations(FlashShape& s, uint32_t head_dim) {
 // H100 (Qwen3-30B-A3B shapes: 8 query heads per kv head, head_dim 128;
 // docs/PERF.md run 15) resident tg128 ran 210.1 t/s against 197.4 with 8 rows
 // and 64-key tiles, 173.4 against 170.5 at depth 4096.
-FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows, bool one_token) {
+FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, KvType t, uint32_t rows, bool one_token) {
   if (one_token) {
     FlashShape s;
     s.br = 4;
     s.bc = 32;
-    if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim) <= shared_bytes) return s;
+    if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim, t) <= shared_bytes) return s;
   }
   const uint32_t br_max = head_dim <= 64 ? 64 : 32;
   uint32_t br_start = 4;
@@ -117,7 +125,7 @@ FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows, 
         s.br = br;
         s.bc = bc;
         s.q_shared = q_shared;
-        if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim) <= shared_bytes) return s;
+        if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim, t) <= shared_bytes) return s;
       }
   throw Error("attention: no flash-attention tile fits in " + std::to_string(shared_bytes) +
               " bytes of shared memory for head dimension " + std::to_string(head_dim));
@@ -197,10 +205,10 @@ bool attention_folds_rope_store(const Context& ctx, const AttentionArgs& a, cons
     return false;
   const uint32_t D = a.head_dim;
   if (D % 8 != 0 || rs.rope.n_rot < 0 || rs.rope.n_rot % 2 != 0 || uint32_t(rs.rope.n_rot) > D) return false;
-  const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.n_head / a.n_head_kv, true);
+  const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.kv_type, a.n_head / a.n_head_kv, true);
   // The prologue's rows (q rows and the key) fit the key tile; its arrays the rest of shared memory.
-  return s.q_shared && (s.br + 1) * D <= s.bc * (D / 4 + 1) * 4 &&
-         flash_shared_bytes(s, D) + 4 * (2 * D + s.br + 1) <= shared_cap(ctx, a);
+  return s.q_shared && (s.br + 1) * D <= tile_scratch_floats(s, D, a.kv_type) &&
+         flash_shared_bytes(s, D, a.kv_type) + 4 * (2 * D + s.br + 1) <= shared_cap(ctx, a);
 }
 
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx) {
@@ -244,7 +252,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
     record_attention_coopmat(rec, a);
     return {};
   }
-  const FlashShape s = flash_shape(shared_cap(ctx, a), D, rows, a.n_tokens == 1);
+  const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.kv_type, rows, a.n_tokens == 1);
   const uint32_t row_blocks = (rows + s.br - 1) / s.br;
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
     throw Error("internal error: attention dispatch exceeds the workgroup count limits");
@@ -288,7 +296,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   const uint32_t n_counters = row_blocks * a.n_head_kv;
   // The tail keeps each row's (max, sum) of every split in the key tile's shared memory.
   static const bool tail_off = env_off("VKMOE_ATTN_SPLIT_TAIL");
-  const bool tail_fits = 2 * s.br * n_split <= s.bc * (D / 4 + 1) * 4;
+  const bool tail_fits = 2 * s.br * n_split <= tile_scratch_floats(s, D, a.kv_type);
   const bool tail = n_split > 1 && tail_fits && !tail_off && a.counters.buffer != VK_NULL_HANDLE &&
                     (uint64_t(a.counter_index) + n_counters) * 4 <= a.counters.range;
   push.tail_counter = tail ? a.counter_index + 1 : 0;
