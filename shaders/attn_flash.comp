@@ -19,10 +19,18 @@
 // rows, the split holding the new position also its key, as
 // attn_rope_store.comp does (that dispatch and its barrier are saved), uses
 // the new key and value from shared memory and stores them into the caches.
-// KV_F16: caches hold f16 pairs packed in uints.
+// KV_F16: caches hold f16 pairs packed in uints; the key and value tiles keep
+// them packed, each in its own array, both stored at the top of a tile.
+// SUBGROUP_ROWS (one token, KV_F16; host's shape: BR subgroups of BC lanes):
+// subgroup r owns query row r, lane j key j of the scores and vec4 columns
+// j + c*BC of the output, so the softmax stays in registers and a tile needs
+// two workgroup barriers. Where the pipeline's subgroups differ at run time,
+// the shared-memory softmax runs instead.
 // KV_Q8: int8 quadruples packed in uints and an f16 scale per 32 values
 // (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
 #extension GL_EXT_control_flow_attributes : enable
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 #define WG 128
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint D = 128;  // head_dim, multiple of 4 (8 for f16, 32 for q8)
@@ -33,6 +41,7 @@ layout(constant_id = 4) const uint SK = 4;   // scores: keys per invocation
 layout(constant_id = 5) const uint DT = 32;  // output: invocations along head_dim
 layout(constant_id = 6) const uint NC = 1;   // output: vec4 columns per invocation
 layout(constant_id = 7) const bool Q_SHARED = true;  // query tile in shared memory
+layout(constant_id = 8) const bool SUBGROUP_ROWS = false;  // needs SR = SK = 1, DT = BC, BR * BC = WG
 const uint D4 = D / 4, KT = BC / SK, RT = BR / SR, RG = WG / DT, OR = BR / RG, TPR = WG / BR;
 const uint RS = D4 + 1;       // padded vec4 row stride of the q and kv tiles
 const uint PS4 = BC / 4 + 1;  // padded vec4 row stride of the score tile
@@ -73,11 +82,13 @@ layout(push_constant) uniform P {
 
 shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
 #if KV_F16
-// Key tile, then value tile, as the cache holds them: 4 halves per vec4 column
-// (half the shared-memory traffic of unpacked rows).
-shared uvec2 kv_sh[BC * RS];
+// The key tile, then the value tile (from VT), as the cache holds them: 4
+// halves per vec4 column (half the shared-memory traffic of unpacked rows).
+const uint VT = BC * RS;
+shared uvec2 kv_sh[2 * VT];
 vec4 tile_at(uint i) { return vec4(unpackHalf2x16(kv_sh[i].x), unpackHalf2x16(kv_sh[i].y)); }
-// The tile as float scratch (the rope prologue, the split tail).
+vec4 value_at(uint i) { return tile_at(VT + i); }
+// Both tiles as float scratch (the rope prologue, the split tail).
 float scratch_at(uint i) { return uintBitsToFloat(kv_sh[i / 2][i % 2]); }
 vec4 scratch4_at(uint i4) { return uintBitsToFloat(uvec4(kv_sh[2 * i4], kv_sh[2 * i4 + 1])); }
 void set_scratch(uint i, float x) { kv_sh[i / 2][i % 2] = floatBitsToUint(x); }
@@ -88,6 +99,7 @@ void set_scratch4(uint i4, vec4 x) {
 #else
 shared vec4 kv_sh[BC * RS];  // key tile, then value tile
 vec4 tile_at(uint i) { return kv_sh[i]; }
+vec4 value_at(uint i) { return kv_sh[i]; }
 float scratch_at(uint i) { return kv_sh[i / 4][i % 4]; }
 vec4 scratch4_at(uint i4) { return kv_sh[i4]; }
 void set_scratch(uint i, float x) { kv_sh[i / 4][i % 4] = x; }
@@ -128,6 +140,12 @@ float half_of(uint w, uint u) { return unpackHalf2x16(w)[(u / 2) % 2]; }
 #define V_SCALE(pos, u) 1.0
 #endif
 
+#if KV_F16
+void store_value(uint j, uint u, uvec4 w) {
+  kv_sh[VT + j * RS + 2 * u] = w.xy;
+  kv_sh[VT + j * RS + 2 * u + 1] = w.zw;
+}
+#endif
 // Unpacks one cache load (scale sc: KV_Q8 only) into vec4s of the tile row.
 void store_tile(uint j, uint u, KV_T w, float sc) {
 #if KV_F16
@@ -167,59 +185,81 @@ void load_values(uint tile0, uint kv_hi, uint g, out KV_T vr[NV], out float vs[N
 }
 
 #if ROPE_IN
-// Element e of prologue row r (the tile as scratch): q rows 0..BR-1, the key BR.
-float raw_at(uint r, uint e) { return scratch_at(r * D + e); }
+// Element e of prologue row r before the norm: q rows 0..BR-1 (q_sh), the key BR (the key tile as scratch).
+float raw_at(uint r, uint e) { return r < BR ? q_sh[r * RS + e / 4][e % 4] : scratch_at(e); }
 float normed_at(uint r, uint e) {
   const float x = raw_at(r, e);
   return p.norm != 0 ? x * (rn_sh[r] * (r < BR ? qw[e] : kw[e])) : x;
 }
-// Element e of row r normed and rotated (attn_rope_store.comp's operations).
-float rotated_at(uint r, uint e) {
+// Rotation unit m < D/2 of a row: the elements (a, b) of rotated pair m, or
+// two elements past n_rot (normed only); cs: mscale * (cos, sin) or (1, 0).
+void rope_unit(uint m, out uint a, out uint b, out vec2 cs) {
   const uint half_r = p.n_rot / 2;
-  if (e >= p.n_rot) return normed_at(r, e);
-  const bool first = p.neox != 0 ? e < half_r : e % 2 == 0;
-  const uint i = p.neox != 0 ? (first ? e : e - half_r) : e / 2;
-  const uint a = p.neox != 0 ? i : 2 * i, b = p.neox != 0 ? i + half_r : 2 * i + 1;
+  if (m < half_r) {
+    a = p.neox != 0 ? m : 2 * m;
+    b = p.neox != 0 ? m + half_r : 2 * m + 1;
+    cs = cs_sh[m];
+  } else {
+    a = p.n_rot + 2 * (m - half_r);
+    b = a + 1;
+    cs = vec2(1, 0);
+  }
+}
+// Unit m of row r normed and rotated (attn_rope_store.comp's operations).
+vec2 rotated_unit(uint r, uint m, out uint a, out uint b) {
+  vec2 cs;
+  rope_unit(m, a, b, cs);
   const float x0 = normed_at(r, a), x1 = normed_at(r, b);
-  const vec2 cs = cs_sh[i];
-  return first ? x0 * cs.x - x1 * cs.y : x0 * cs.y + x1 * cs.x;
+  return vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
+}
+// Element e of the key normed and rotated.
+float rotated_key(uint e) {
+  const uint half_r = p.n_rot / 2;
+  const uint m = e >= p.n_rot ? half_r + (e - p.n_rot) / 2 : p.neox != 0 ? e % half_r : e / 2;
+  uint a, b;
+  const vec2 y = rotated_unit(BR, m, a, b);
+  return e == a ? y.x : y.y;
 }
 
-// One token: the workgroup's q rows into q_sh (normed, rotated, scaled) and,
-// where it holds the new position (has_new), that key and value into kn_sh /
-// vn_sh, stored into the caches by one workgroup (store_new).
+// One token: the workgroup's q rows normed, rotated and scaled in q_sh (each
+// invocation rewrites the two elements of its units) and, where it holds the
+// new position (has_new), that key and value into kn_sh / vn_sh, stored into
+// the caches by one workgroup (store_new).
 void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
-  const uint tid = gl_LocalInvocationID.x, G = p.group, NR = BR + 1, cache_row = p.pos0 * p.kv_row_lu * 4 + g * (D / 2);
-  for (uint i = tid; i < NR * D4; i += WG) {
+  const uint tid = gl_LocalInvocationID.x, G = p.group, cache_row = p.pos0 * p.kv_row_lu * 4 + g * (D / 2);
+  for (uint i = tid; i < BR * D4; i += WG) {
     const uint r = i / D4, c = i % D4, row = r0 + r;
-    vec4 x = vec4(0);
-    if (r < BR && row < p.n_rows) x = q4[(g * G + row) * D4 + c];
-    if (r == BR && has_new) x = k_new4[g * D4 + c];
-    set_scratch4(i, x);
+    q_sh[r * RS + c] = row < p.n_rows ? q4[(g * G + row) * D4 + c] : vec4(0);
   }
-  if (has_new)
+  if (has_new) {
+    for (uint c = tid; c < D4; c += WG) set_scratch4(c, k_new4[g * D4 + c]);
     for (uint i = tid; i < D / 2; i += WG) {
       const uint w = packHalf2x16(v_new2[g * (D / 2) + i]);
       vn_sh[i] = w;
       if (store_new) vc_w[cache_row + i] = w;
     }
+  }
   barrier();
-  if (tid < NR) {
+  if (tid <= BR) {
     float ss = 0.0;
-    for (uint c = 0; c < D4; ++c) ss += dot(scratch4_at(tid * D4 + c), scratch4_at(tid * D4 + c));
+    for (uint c = 0; c < D4; ++c) {
+      const vec4 x = tid < BR ? q_sh[tid * RS + c] : scratch4_at(c);
+      ss += dot(x, x);
+    }
     rn_sh[tid] = inversesqrt(ss / float(D) + p.eps);
   }
   for (uint i = tid; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
   barrier();
+  const uint NR = has_new ? BR + 1 : BR;
   for (uint j = tid; j < NR * (D / 2); j += WG) {
     const uint r = j / (D / 2), m = j % (D / 2);
-    if (r == BR && !has_new) break;
-    const vec2 x = vec2(rotated_at(r, 2 * m), rotated_at(r, 2 * m + 1));
+    uint a, b;
     if (r < BR) {
-      q_sh[r * RS + m / 2][2 * (m % 2)] = x.x * p.scale_log2;
-      q_sh[r * RS + m / 2][2 * (m % 2) + 1] = x.y * p.scale_log2;
+      const vec2 y = rotated_unit(r, m, a, b) * p.scale_log2;
+      q_sh[r * RS + a / 4][a % 4] = y.x;
+      q_sh[r * RS + b / 4][b % 4] = y.y;
     } else {
-      const uint w = packHalf2x16(x);
+      const uint w = packHalf2x16(vec2(rotated_key(2 * m), rotated_key(2 * m + 1)));  // as the cache pairs them
       kn_sh[m] = w;
       if (store_new) kc_w[cache_row + m] = w;
     }
@@ -238,11 +278,11 @@ KV_T new_row_word(bool is_key, uint u) {
 // partials into o as attn_split_reduce.comp would (sinks added once), saving
 // that dispatch and the barrier before it. Every step is spread over the
 // workgroup: the (max, sum) pairs of all rows and splits go to shared memory
-// (the tile as scratch: 2 * BR * n_split floats, checked by the host), each row's
+// (the tiles as scratch: 2 * rows * n_split floats, checked by the host), each row's
 // weights are reduced by its TPR invocations, and each output vec4 sums its
 // splits eight loads at a time.
 void combine_splits(uint r0, uint g) {
-  const uint tid = gl_LocalInvocationID.x, G = p.group, n = p.n_split, BRN = BR * n;
+  const uint tid = gl_LocalInvocationID.x, G = p.group, n = p.n_split;
   memoryBarrierBuffer();
   barrier();
   if (tid == 0) {
@@ -253,12 +293,12 @@ void combine_splits(uint r0, uint g) {
   barrier();
   if (!tail_last) return;
   memoryBarrierBuffer();
-  const uint rows = min(BR, p.n_rows - r0);
+  const uint rows = min(BR, p.n_rows - r0), RN = rows * n;
   // Partial row (r, s): (t * n_head + h) * n + s with t, h those of row r0 + r.
   for (uint i = tid; i < rows * n; i += WG) {
     const uint row = r0 + i / n, pr = ((row / G) * p.n_head + g * G + row % G) * n + i % n;
     set_scratch(i, part[p.ml_off + 2 * pr]);
-    set_scratch(BRN + i, part[p.ml_off + 2 * pr + 1]);
+    set_scratch(RN + i, part[p.ml_off + 2 * pr + 1]);
   }
   barrier();
   const uint sr = tid / TPR;  // the row whose weights this invocation helps reduce
@@ -276,7 +316,7 @@ void combine_splits(uint r0, uint g) {
     for (uint s = tid % TPR; s < n; s += TPR) {
       const uint i = sr * n + s;
       const float w = exp2(scratch_at(i) - m);
-      l += w * scratch_at(BRN + i);
+      l += w * scratch_at(RN + i);
       set_scratch(i, w);  // the max becomes the split's weight
     }
   red_sum[tid] = l;
@@ -328,9 +368,18 @@ void main() {
     row_l[tid] = 0.0;
   }
   // Scores layout: keys kt + jj*KT of rows rt + i*RT. Output layout: vec4
-  // columns cd + c*DT of rows rg + i*RG. Softmax layout: TPR invocations per row.
-  const uint kt = tid % KT, rt = tid / KT, cd = tid % DT, rg = tid / DT;
+  // columns cd + c*DT of rows rg + i*RG. Softmax layout: TPR invocations per
+  // row. With subgroup rows: row = subgroup, key and column = lane.
+#if KV_F16
+  const bool sg_rows = SUBGROUP_ROWS && gl_NumSubgroups == BR && gl_SubgroupSize == BC;
+#else
+  const bool sg_rows = false;
+#endif
+  const uint lane = gl_SubgroupInvocationID, sg = gl_SubgroupID;
+  const uint kt = sg_rows ? lane : tid % KT, rt = sg_rows ? sg : tid / KT;
+  const uint cd = sg_rows ? lane : tid % DT, rg = sg_rows ? sg : tid / DT;
   const uint sm_row = tid / TPR, sm_sub = tid % TPR;
+  float m_run = NEG, l_run = 0.0;  // subgroup rows: the row's running max and sum
   uint s_limit[SR], s_first[SR];  // last and first visible key of each scores row
   [[unroll]] for (uint i = 0; i < SR; ++i) {
     s_limit[i] = p.pos0 + min(r0 + rt + i * RT, p.n_rows - 1) / G;
@@ -351,17 +400,27 @@ void main() {
   load_keys(kv_lo, kv_hi, g, kreg, ksc);
   load_values(kv_lo, kv_hi, g, vreg, vsc);
   for (uint tile0 = kv_lo; tile0 < kv_hi; tile0 += BC) {
+    const bool more = tile0 + BC < kv_hi;
     barrier();  // the previous tile's readers are done
     [[unroll]] for (uint n = 0; n < NV; ++n) {
       const uint i = tid + n * WG;
       if (i < BC * LU) {
 #if ROPE_IN
-        if (has_new && tile0 + i / LU == p.pos0) kreg[n] = new_row_word(true, i % LU);
+        if (has_new && tile0 + i / LU == p.pos0) {
+          kreg[n] = new_row_word(true, i % LU);
+          vreg[n] = new_row_word(false, i % LU);
+        }
 #endif
         store_tile(i / LU, i % LU, kreg[n], ksc[n]);
+#if KV_F16
+        store_value(i / LU, i % LU, p.kv_same != 0 ? kreg[n] : vreg[n]);
+#endif
       }
     }
-    if (tile0 + BC < kv_hi) load_keys(tile0 + BC, kv_hi, g, kreg, ksc);
+#if KV_F16
+    if (more) load_values(tile0 + BC, kv_hi, g, vreg, vsc);
+#endif
+    if (more) load_keys(tile0 + BC, kv_hi, g, kreg, ksc);
     barrier();
     float s[SR * SK];
     [[unroll]] for (uint i = 0; i < SR * SK; ++i) s[i] = 0.0;
@@ -374,54 +433,64 @@ void main() {
         [[unroll]] for (uint i = 0; i < SR; ++i) s[i * SK + jj] += dot(qv[i], kv);
       }
     }
-    [[unroll]] for (uint i = 0; i < SR; ++i)
-      [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
-        const uint key = kt + jj * KT;
-        const bool ok = tile0 + key <= s_limit[i] && tile0 + key >= s_first[i] && tile0 + key < kv_hi;
-        p_sh[(rt + i * RT) * PS4 + key / 4][key % 4] = ok ? s[i * SK + jj] : NEG;
-      }
-    barrier();
-    if (p.kv_same == 0) {
-      [[unroll]] for (uint n = 0; n < NV; ++n) {
-        const uint i = tid + n * WG;
-        if (i < BC * LU) {
-#if ROPE_IN
-          if (has_new && tile0 + i / LU == p.pos0) vreg[n] = new_row_word(false, i % LU);
-#endif
-          store_tile(i / LU, i % LU, vreg[n], vsc[n]);
+    if (sg_rows) {
+      const bool ok = tile0 + kt <= s_limit[0] && tile0 + kt >= s_first[0] && tile0 + kt < kv_hi;
+      const float m_new = max(m_run, subgroupMax(ok ? s[0] : NEG));
+      const float e = ok ? exp2(s[0] - m_new) : 0.0;
+      const float alpha = exp2(m_run - m_new);
+      l_run = l_run * alpha + subgroupAdd(e);
+      m_run = m_new;
+      p_sh[rt * PS4 + kt / 4][kt % 4] = e;
+      [[unroll]] for (uint c = 0; c < NC; ++c) acc[c] *= alpha;
+      subgroupMemoryBarrierShared();  // the row's probabilities, for its own output loop
+      subgroupBarrier();
+    } else {
+      [[unroll]] for (uint i = 0; i < SR; ++i)
+        [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
+          const uint key = kt + jj * KT;
+          const bool ok = tile0 + key <= s_limit[i] && tile0 + key >= s_first[i] && tile0 + key < kv_hi;
+          p_sh[(rt + i * RT) * PS4 + key / 4][key % 4] = ok ? s[i * SK + jj] : NEG;
         }
+      barrier();
+#if !KV_F16
+      if (p.kv_same == 0) {  // the value tile replaces the key tile
+        [[unroll]] for (uint n = 0; n < NV; ++n) {
+          const uint i = tid + n * WG;
+          if (i < BC * LU) store_tile(i / LU, i % LU, vreg[n], vsc[n]);
+        }
+        if (more) load_values(tile0 + BC, kv_hi, g, vreg, vsc);
       }
-      if (tile0 + BC < kv_hi) load_values(tile0 + BC, kv_hi, g, vreg, vsc);
-    }
-    float mx = NEG;
-    for (uint key = sm_sub; key < BC; key += TPR) mx = max(mx, p_sh[sm_row * PS4 + key / 4][key % 4]);
-    red_max[tid] = mx;
-    barrier();
-    const float m_old = row_m[sm_row];
-    float m_new = m_old;
-    for (uint i = 0; i < TPR; ++i) m_new = max(m_new, red_max[sm_row * TPR + i]);
-    float sum = 0.0;
-    for (uint key = sm_sub; key < BC; key += TPR) {
-      const float sc = p_sh[sm_row * PS4 + key / 4][key % 4];
-      const float e = sc > 0.5 * NEG ? exp2(sc - m_new) : 0.0;
-      p_sh[sm_row * PS4 + key / 4][key % 4] = e;
-      sum += e;
-    }
-    red_sum[tid] = sum;
-    if (sm_sub == 0) {
-      row_alpha[sm_row] = exp2(m_old - m_new);
-      row_m_new[sm_row] = m_new;
-    }
-    barrier();
-    if (tid < BR) {
-      float l = 0.0;
-      for (uint i = 0; i < TPR; ++i) l += red_sum[tid * TPR + i];
-      row_l[tid] = row_l[tid] * row_alpha[tid] + l;
-      row_m[tid] = row_m_new[tid];
-    }
-    [[unroll]] for (uint i = 0; i < OR; ++i) {
-      const float a = row_alpha[rg + i * RG];
-      [[unroll]] for (uint c = 0; c < NC; ++c) acc[i * NC + c] *= a;
+#endif
+      float mx = NEG;
+      for (uint key = sm_sub; key < BC; key += TPR) mx = max(mx, p_sh[sm_row * PS4 + key / 4][key % 4]);
+      red_max[tid] = mx;
+      barrier();
+      const float m_old = row_m[sm_row];
+      float m_new = m_old;
+      for (uint i = 0; i < TPR; ++i) m_new = max(m_new, red_max[sm_row * TPR + i]);
+      float sum = 0.0;
+      for (uint key = sm_sub; key < BC; key += TPR) {
+        const float sc = p_sh[sm_row * PS4 + key / 4][key % 4];
+        const float e = sc > 0.5 * NEG ? exp2(sc - m_new) : 0.0;
+        p_sh[sm_row * PS4 + key / 4][key % 4] = e;
+        sum += e;
+      }
+      red_sum[tid] = sum;
+      if (sm_sub == 0) {
+        row_alpha[sm_row] = exp2(m_old - m_new);
+        row_m_new[sm_row] = m_new;
+      }
+      barrier();
+      if (tid < BR) {
+        float l = 0.0;
+        for (uint i = 0; i < TPR; ++i) l += red_sum[tid * TPR + i];
+        row_l[tid] = row_l[tid] * row_alpha[tid] + l;
+        row_m[tid] = row_m_new[tid];
+      }
+      [[unroll]] for (uint i = 0; i < OR; ++i) {
+        const float a = row_alpha[rg + i * RG];
+        [[unroll]] for (uint c = 0; c < NC; ++c) acc[i * NC + c] *= a;
+      }
     }
     for (uint j4 = 0; j4 < BC / 4; ++j4) {
       vec4 pr[OR];
@@ -430,11 +499,15 @@ void main() {
         [[unroll]] for (uint c = 0; c < NC; ++c) {
           const uint col = cd + c * DT;
           if (D4 % DT == 0 || col < D4) {
-            const vec4 vv = tile_at((j4 * 4 + jj) * RS + col);
+            const vec4 vv = value_at((j4 * 4 + jj) * RS + col);
             [[unroll]] for (uint i = 0; i < OR; ++i) acc[i * NC + c] += pr[i][jj] * vv;
           }
         }
     }
+  }
+  if (sg_rows && lane == 0) {
+    row_m[rt] = m_run;
+    row_l[rt] = l_run;
   }
   barrier();
   [[unroll]] for (uint i = 0; i < OR; ++i) {

@@ -153,9 +153,11 @@ struct Extras {
   bool shared_kv = false;
   uint32_t max_shared = 0;
   bool tail = false;  // counters for the split tail (the last split workgroup combines)
+  bool subgroup_rows = true;  // AttentionArgs::subgroup_rows
   std::string str() const {
     return "window=" + std::to_string(window) + (sinks ? " sinks" : "") + (shared_kv ? " k=v" : "") +
-           (max_shared ? " shared<=" + std::to_string(max_shared) : "") + (tail ? " tail" : "");
+           (max_shared ? " shared<=" + std::to_string(max_shared) : "") + (tail ? " tail" : "") +
+           (subgroup_rows ? "" : " no-subgroup-rows");
   }
 };
 
@@ -199,6 +201,7 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   a.v_cache = x.shared_kv ? bk : bv;
   a.o = bo;
   a.max_shared_bytes = x.max_shared;
+  a.subgroup_rows = x.subgroup_rows;
   if (split) a.scratch = bs;
   a.q_stride = q_stride;
   a.o_stride = o_stride;
@@ -435,6 +438,46 @@ TEST(ShaderAttention, SinksAndWindowDecodeSplitMatchCpuReference) {
         }
   EXPECT_GE(split_runs, 24);  // windows of 333 keys and more, or none
   std::printf("worst relative error: gpu vs attend_ref %.3g\n", worst);
+}
+
+// One token over an F16 cache: one subgroup per query row (where the device's
+// subgroups have 8-32 lanes with arithmetic: the softmax in registers) against
+// the shared-memory softmax, on the same inputs; head dims whose vec4 columns
+// span several lanes or leave lanes idle, 1-8 query heads per kv head, split
+// (with the tail and with the reduce) and whole, windows, sinks, keys = values.
+TEST(ShaderAttention, DecodeSubgroupRowsMatchSharedSoftmax) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const DeviceInfo& dev = e.ctx->info();
+  const bool rows_expected = dev.subgroup_arithmetic && (dev.subgroup_size == 8 || dev.subgroup_size == 16 ||
+                                                         dev.subgroup_size == 32);
+  std::printf("subgroup %u%s: subgroup rows %s\n", dev.subgroup_size, dev.subgroup_arithmetic ? " arithmetic" : "",
+              rows_expected ? "expected" : "not expected");
+  int i = 0;
+  for (const Shape& s : {Shape{64, 8, 1, 1, 0}, Shape{72, 8, 2, 1, 37}, Shape{128, 32, 4, 1, 700},
+                         Shape{256, 4, 4, 1, 1500}, Shape{128, 16, 2, 1, 2999}})
+    for (bool split : {false, true})
+      for (int extra = 0; extra < 4; ++extra) {
+        Extras x;
+        x.tail = split && extra % 2 == 0;
+        x.window = extra == 1 ? 333 : 0;
+        x.sinks = extra >= 2;
+        x.shared_kv = extra == 3 && ++i % 2 == 0;
+        SCOPED_TRACE(s.str() + (split ? " split " : " whole ") + x.str());
+        const uint32_t seed = e.rng();
+        e.rng.seed(seed);
+        const AttnResult rows = run_attention_ex(e, s, KvType::F16, split, 8192, x);
+        e.rng.seed(seed);
+        x.subgroup_rows = false;
+        const AttnResult shared = run_attention_ex(e, s, KvType::F16, split, 8192, x);
+        ASSERT_EQ(rows.want, shared.want);
+        EXPECT_EQ(rows.rec.subgroup_rows, rows_expected);
+        EXPECT_FALSE(shared.rec.subgroup_rows);
+        EXPECT_EQ(rows.rec.split_tail, shared.rec.split_tail);
+        EXPECT_LT(rel_err(rows.got, rows.want), rows.tol);
+        EXPECT_LT(rel_err(shared.got, rows.want), shared.tol);
+        EXPECT_LT(rel_err(rows.got, shared.got), rows.tol);
+      }
 }
 
 // The cooperative-matrix prompt kernel on shapes it takes (grids of at least

@@ -62,19 +62,16 @@ struct FlashShape {
   uint32_t sr = 0, sk = 0;  // scores per invocation: rows x keys
   uint32_t dt = 0, nc = 0;  // output: invocations along head_dim, vec4 columns each
   bool q_shared = true;     // query tile in shared memory (else read from q in the score loop)
+  bool subgroup_rows = false;  // one subgroup per query row, one lane per key (SUBGROUP_ROWS)
 };
 
-// Bytes of the key/value tile per vec4 column: an F16 cache's tile keeps the halves packed.
-uint32_t tile_column_bytes(KvType t) { return t == KvType::F16 ? 8 : 16; }
+// Floats the tiles hold as scratch (the rope prologue, the split tail): one
+// tile of vec4 columns, or an F16 cache's key and value tiles of packed halves.
+uint64_t tile_scratch_floats(const FlashShape& s, uint32_t head_dim) { return uint64_t(s.bc) * (head_dim / 4 + 1) * 4; }
 
-// Floats the key/value tile holds as scratch (the rope prologue, the split tail).
-uint64_t tile_scratch_floats(const FlashShape& s, uint32_t head_dim, KvType t) {
-  return uint64_t(s.bc) * (head_dim / 4 + 1) * tile_column_bytes(t) / 4;
-}
-
-uint64_t flash_shared_bytes(const FlashShape& s, uint32_t head_dim, KvType t) {
+uint64_t flash_shared_bytes(const FlashShape& s, uint32_t head_dim) {
   const uint64_t row_vec4 = head_dim / 4 + 1;
-  return 16 * ((s.q_shared ? s.br : 1) * row_vec4 + s.br * (s.bc / 4 + 1)) + 4 * tile_scratch_floats(s, head_dim, t) +
+  return 16 * ((s.q_shared ? s.br : 1) * row_vec4 + s.bc * row_vec4 + s.br * (s.bc / 4 + 1)) +
          4 * (2 * kFlashWorkgroup + 4 * s.br);
 }
 
@@ -102,17 +99,30 @@ bool map_invocations(FlashShape& s, uint32_t head_dim) {
 // at most 32 (64 for head_dim <= 64); the largest tile that fits in shared
 // memory, with the query tile there if any does. Without it (large head_dim:
 // 576 needs more than 48 KiB with it) down to 8-key tiles (32 KiB devices).
-// One token (decode) first tries 4 rows and 32-key tiles: a kv head's query
+// One token with subgroup (F16 caches; subgroups of 8-32 lanes with
+// arithmetic) takes one subgroup per row and one lane per key: 128 / subgroup
+// rows, subgroup-key tiles (4 rows and 32 keys on NVIDIA, as below). Run 27's
+// H100 calls: tg128 @ d4096 247.6-248.6 t/s against 243.5-244.8 with the
+// shared-memory softmax. Otherwise one token first tries 4 rows and 32-key tiles: a kv head's query
 // heads then spread over several workgroups, each with short tiles. On an
 // H100 (Qwen3-30B-A3B shapes: 8 query heads per kv head, head_dim 128;
 // docs/PERF.md run 15) resident tg128 ran 210.1 t/s against 197.4 with 8 rows
 // and 64-key tiles, 173.4 against 170.5 at depth 4096.
-FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, KvType t, uint32_t rows, bool one_token) {
+FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, uint32_t rows, bool one_token, uint32_t subgroup) {
+  if (one_token && (subgroup == 8 || subgroup == 16 || subgroup == 32)) {
+    FlashShape s;
+    s.br = kFlashWorkgroup / subgroup;
+    s.sr = s.sk = 1;
+    s.bc = s.dt = subgroup;
+    s.nc = (head_dim / 4 + subgroup - 1) / subgroup;
+    s.subgroup_rows = true;
+    if (flash_shared_bytes(s, head_dim) <= shared_bytes) return s;
+  }
   if (one_token) {
     FlashShape s;
     s.br = 4;
     s.bc = 32;
-    if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim, t) <= shared_bytes) return s;
+    if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim) <= shared_bytes) return s;
   }
   const uint32_t br_max = head_dim <= 64 ? 64 : 32;
   uint32_t br_start = 4;
@@ -125,10 +135,17 @@ FlashShape flash_shape(uint32_t shared_bytes, uint32_t head_dim, KvType t, uint3
         s.br = br;
         s.bc = bc;
         s.q_shared = q_shared;
-        if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim, t) <= shared_bytes) return s;
+        if (map_invocations(s, head_dim) && flash_shared_bytes(s, head_dim) <= shared_bytes) return s;
       }
   throw Error("attention: no flash-attention tile fits in " + std::to_string(shared_bytes) +
               " bytes of shared memory for head dimension " + std::to_string(head_dim));
+}
+
+// The subgroup size for one-token subgroup rows (F16 caches), or 0.
+uint32_t rows_subgroup(const Context& ctx, const AttentionArgs& a) {
+  static const bool off = env_off("VKMOE_ATTN_SUBGROUP_ROWS");
+  const DeviceInfo& dev = ctx.info();
+  return !off && a.subgroup_rows && a.kv_type == KvType::F16 && dev.subgroup_arithmetic ? dev.subgroup_size : 0;
 }
 
 // Shared memory the tiles may use: the device's, or the caller's cap (tests).
@@ -205,10 +222,10 @@ bool attention_folds_rope_store(const Context& ctx, const AttentionArgs& a, cons
     return false;
   const uint32_t D = a.head_dim;
   if (D % 8 != 0 || rs.rope.n_rot < 0 || rs.rope.n_rot % 2 != 0 || uint32_t(rs.rope.n_rot) > D) return false;
-  const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.kv_type, a.n_head / a.n_head_kv, true);
-  // The prologue's rows (q rows and the key) fit the key tile; its arrays the rest of shared memory.
-  return s.q_shared && (s.br + 1) * D <= tile_scratch_floats(s, D, a.kv_type) &&
-         flash_shared_bytes(s, D, a.kv_type) + 4 * (2 * D + s.br + 1) <= shared_cap(ctx, a);
+  const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.n_head / a.n_head_kv, true, rows_subgroup(ctx, a));
+  // The prologue's key row fits the key tile; its arrays the rest of shared memory.
+  return s.q_shared && D <= tile_scratch_floats(s, D) &&
+         flash_shared_bytes(s, D) + 4 * (2 * D + s.br + 1) <= shared_cap(ctx, a);
 }
 
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx) {
@@ -252,7 +269,8 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
     record_attention_coopmat(rec, a);
     return {};
   }
-  const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.kv_type, rows, a.n_tokens == 1);
+  const bool one_token = a.n_tokens == 1;
+  const FlashShape s = flash_shape(shared_cap(ctx, a), D, rows, one_token, one_token ? rows_subgroup(ctx, a) : 0);
   const uint32_t row_blocks = (rows + s.br - 1) / s.br;
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
     throw Error("internal error: attention dispatch exceeds the workgroup count limits");
@@ -294,14 +312,15 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   // kernel's tail or the reduce dispatch.
   push.has_sinks = has_sinks ? 1u : 0u;
   const uint32_t n_counters = row_blocks * a.n_head_kv;
-  // The tail keeps each row's (max, sum) of every split in the key tile's shared memory.
+  // The tail keeps each row's (max, sum) of every split in the tiles' shared memory.
   static const bool tail_off = env_off("VKMOE_ATTN_SPLIT_TAIL");
-  const bool tail_fits = 2 * s.br * n_split <= tile_scratch_floats(s, D, a.kv_type);
+  const bool tail_fits = 2 * std::min(s.br, rows) * n_split <= tile_scratch_floats(s, D);
   const bool tail = n_split > 1 && tail_fits && !tail_off && a.counters.buffer != VK_NULL_HANDLE &&
                     (uint64_t(a.counter_index) + n_counters) * 4 <= a.counters.range;
   push.tail_counter = tail ? a.counter_index + 1 : 0;
   push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;
-  const std::vector<uint32_t> spec = {D, s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u};
+  const std::vector<uint32_t> spec = {D,    s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u,
+                                     s.subgroup_rows ? 1u : 0u};
   // Unused bindings get o (partials without a split, counters without the
   // tail) or q (sinks without sinks, norm weights without a norm).
   const BufferRange& sinks = push.has_sinks ? a.sinks : a.q;
@@ -322,12 +341,12 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   }
   const Pipeline& fp = ctx.pipeline(name, static_cast<uint32_t>(bind.size()), sizeof push, spec);
   rec.dispatch(fp, bind, &push, sizeof push, row_blocks, n_split, a.n_head_kv);
-  if (n_split == 1 || tail) return {n_split, tail, a.rope != nullptr};
+  if (n_split == 1 || tail) return {n_split, tail, a.rope != nullptr, s.subgroup_rows};
   rec.barrier();
   const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride, has_sinks ? 1u : 0u};
   const Pipeline& p = ctx.pipeline("attn_split_reduce", 3, sizeof rp);
   rec.dispatch(p, {a.scratch, a.o, has_sinks ? a.sinks : a.scratch}, rp, a.n_tokens * a.n_head);
-  return {n_split, false, a.rope != nullptr};
+  return {n_split, false, a.rope != nullptr, s.subgroup_rows};
 }
 
 }  // namespace vkmoe::vk

@@ -55,6 +55,10 @@ struct AttentionArgs {
   BufferRange sinks;    // f32 per q head (n_head values); empty: no sinks
   uint32_t window = 0;  // sliding window in positions; 0: all keys
   uint32_t max_shared_bytes = 0;  // tiles' shared-memory cap (tests); 0: the device's
+  // One token over an F16 cache: one subgroup per query row where the device's
+  // subgroups have 8, 16 or 32 lanes with arithmetic (VKMOE_ATTN_SUBGROUP_ROWS=0:
+  // never); false (tests) keeps the shared-memory softmax.
+  bool subgroup_rows = true;
   // Zeroed uints from counter_index on (left zero), one per (kv head, row
   // block): with them the last workgroup of a split to finish combines the
   // partials instead of a second dispatch after a barrier. The second
@@ -86,6 +90,7 @@ struct AttentionRecord {
   uint32_t splits = 1;
   bool split_tail = false;
   bool rope_folded = false;
+  bool subgroup_rows = false;  // the subgroup-row shape (the kernel falls back where subgroups differ at run time)
 };
 AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a);
 
