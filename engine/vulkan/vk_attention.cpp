@@ -101,10 +101,11 @@ bool map_invocations(FlashShape& s, uint32_t head_dim) {
 // 576 needs more than 48 KiB with it) down to 8-key tiles (32 KiB devices).
 // One token with subgroup (F16 caches; subgroups of 8-32 lanes with
 // arithmetic) takes one subgroup per row and one lane per key: 128 / subgroup
-// rows, subgroup-key tiles (4 rows and 32 keys on NVIDIA, as below). Run 27's
-// H100 calls: tg128 @ d4096 247.6-248.6 t/s against 243.5-244.8 with the
-// shared-memory softmax. Otherwise one token first tries 4 rows and 32-key tiles: a kv head's query
-// heads then spread over several workgroups, each with short tiles. On an
+// rows, subgroup-key tiles (4 rows and 32 keys on NVIDIA, as below). H100,
+// docs/PERF.md run 27 call 3: tg128 @ d4096 244.8-247.6 t/s against
+// 242.4-243.6 for the kernel before it. Otherwise one token first tries 4 rows
+// and 32-key tiles: a kv head's query heads then spread over several
+// workgroups, each with short tiles. On an
 // H100 (Qwen3-30B-A3B shapes: 8 query heads per kv head, head_dim 128;
 // docs/PERF.md run 15) resident tg128 ran 210.1 t/s against 197.4 with 8 rows
 // and 64-key tiles, 173.4 against 170.5 at depth 4096.
