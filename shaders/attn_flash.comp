@@ -20,7 +20,7 @@
 // attn_rope_store.comp does (that dispatch and its barrier are saved), uses
 // the new key and value from shared memory and stores them into the caches.
 // KV_F16: caches hold f16 pairs packed in uints; the key and value tiles keep
-// them packed, each in its own array, both stored at the top of a tile.
+// them packed (one array, the value tile second), both stored at the top of a tile.
 // SUBGROUP_ROWS (one token, KV_F16; host's shape: BR subgroups of BC lanes):
 // subgroup r owns query row r, lane j key j of the scores and vec4 columns
 // j + c*BC of the output, so the softmax stays in registers and a tile needs
@@ -30,7 +30,9 @@
 // (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
+#if KV_F16
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
 #define WG 128
 layout(local_size_x = WG) in;
 layout(constant_id = 0) const uint D = 128;  // head_dim, multiple of 4 (8 for f16, 32 for q8)
@@ -434,6 +436,7 @@ void main() {
       }
     }
     if (sg_rows) {
+#if KV_F16
       const bool ok = tile0 + kt <= s_limit[0] && tile0 + kt >= s_first[0] && tile0 + kt < kv_hi;
       const float m_new = max(m_run, subgroupMax(ok ? s[0] : NEG));
       const float e = ok ? exp2(s[0] - m_new) : 0.0;
@@ -444,6 +447,7 @@ void main() {
       [[unroll]] for (uint c = 0; c < NC; ++c) acc[c] *= alpha;
       subgroupMemoryBarrierShared();  // the row's probabilities, for its own output loop
       subgroupBarrier();
+#endif
     } else {
       [[unroll]] for (uint i = 0; i < SR; ++i)
         [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
