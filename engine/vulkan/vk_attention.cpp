@@ -12,8 +12,12 @@ namespace {
 
 constexpr uint32_t kFlashWorkgroup = 128;  // WG of attn_flash.comp
 constexpr uint32_t kMaxSplits = 64;  // split-K partials per q head (times tokens); <= MAX_SPLIT of attn_split_reduce.comp
-constexpr uint32_t kMinSplitKeys = 128;    // a split covers at least this many positions
-constexpr uint32_t kTargetWorkgroups = 256;  // split until a dispatch has about this many
+// Split-K decode: a split covers at least kMinSplitKeys positions; split until
+// a dispatch has about kTargetWorkgroups. H100, Qwen3-30B-A3B at depth 4096
+// (docs/PERF.md run 27 call 5): 96 / 384 (44 splits of 96 keys) 248.3-249.5 t/s,
+// 128 / 256 246.4-248.1, 64 / 512 236.4-236.9, 128 / 128 243.8-244.2.
+constexpr uint32_t kMinSplitKeys = 96;
+constexpr uint32_t kTargetWorkgroups = 384;
 
 struct RopeStorePush {
   uint32_t q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;

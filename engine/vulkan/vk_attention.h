@@ -63,7 +63,7 @@ struct AttentionArgs {
   // block): with them the last workgroup of a split to finish combines the
   // partials instead of a second dispatch after a barrier. The second
   // dispatch runs where fewer counters follow counter_index, where the
-  // split's (max, sum) pairs would not fit the key tile's shared memory, and
+  // split's (max, sum) pairs would not fit the tiles' shared memory, and
   // with VKMOE_ATTN_SPLIT_TAIL=0.
   BufferRange counters;
   uint32_t counter_index = 0;
