@@ -14,8 +14,9 @@ constexpr uint32_t kFlashWorkgroup = 128;  // WG of attn_flash.comp
 constexpr uint32_t kMaxSplits = 64;  // split-K partials per q head (times tokens); <= MAX_SPLIT of attn_split_reduce.comp
 // Split-K decode: a split covers at least kMinSplitKeys positions; split until
 // a dispatch has about kTargetWorkgroups. H100, Qwen3-30B-A3B at depth 4096
-// (docs/PERF.md run 27 call 5): 96 / 384 (44 splits of 96 keys) 248.3-249.5 t/s,
-// 128 / 256 246.4-248.1, 64 / 512 236.4-236.9, 128 / 128 243.8-244.2.
+// (docs/PERF.md run 27 call 5; keys per split round up to whole tiles): 96 / 384
+// (33 splits of 4 tiles) 248.3-249.5 t/s, 128 / 256 (26-27 of 5) 246.4-248.1,
+// 64 / 512 (43-44 of 3) 236.4-236.9, 128 / 128 (15 of 9) 243.8-244.2.
 constexpr uint32_t kMinSplitKeys = 96;
 constexpr uint32_t kTargetWorkgroups = 384;
 
