@@ -13,7 +13,7 @@
 // Q_SHARED false (large head_dim, where q tiles would not fit in shared
 // memory): query rows are read from q directly in the score loop.
 // kv_same: the caches are one buffer (latent attention): the key tile is
-// also the value tile.
+// also the value tile (KV_F16: the same words stored in both).
 // ROPE_IN (one token, F16 caches, Q_SHARED): q and the new position's k and v
 // come as the projections left them; each workgroup norms and rotates its q
 // rows, the split holding the new position also its key, as
