@@ -143,16 +143,17 @@ float half_of(uint w, uint u) { return unpackHalf2x16(w)[(u / 2) % 2]; }
 #endif
 
 #if KV_F16
-void store_value(uint j, uint u, uvec4 w) {
-  kv_sh[VT + j * RS + 2 * u] = w.xy;
-  kv_sh[VT + j * RS + 2 * u + 1] = w.zw;
+// One cache load (8 halves) into the two vec4 columns from tile index at.
+void put_halves(uint at, uvec4 w) {
+  kv_sh[at] = w.xy;
+  kv_sh[at + 1] = w.zw;
 }
+void store_value(uint j, uint u, uvec4 w) { put_halves(VT + j * RS + 2 * u, w); }
 #endif
 // Unpacks one cache load (scale sc: KV_Q8 only) into vec4s of the tile row.
 void store_tile(uint j, uint u, KV_T w, float sc) {
 #if KV_F16
-  kv_sh[j * RS + 2 * u] = w.xy;
-  kv_sh[j * RS + 2 * u + 1] = w.zw;
+  put_halves(j * RS + 2 * u, w);
 #elif KV_Q8
   [[unroll]] for (uint e = 0; e < 4; ++e) {
     const int x = int(w[e]);

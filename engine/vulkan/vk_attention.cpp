@@ -76,7 +76,7 @@ uint64_t tile_scratch_floats(const FlashShape& s, uint32_t head_dim) { return ui
 
 uint64_t flash_shared_bytes(const FlashShape& s, uint32_t head_dim) {
   const uint64_t row_vec4 = head_dim / 4 + 1;
-  return 16 * ((s.q_shared ? s.br : 1) * row_vec4 + s.bc * row_vec4 + s.br * (s.bc / 4 + 1)) +
+  return 16 * ((s.q_shared ? s.br : 1) * row_vec4 + s.br * (s.bc / 4 + 1)) + 4 * tile_scratch_floats(s, head_dim) +
          4 * (2 * kFlashWorkgroup + 4 * s.br);
 }
 
@@ -275,8 +275,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
     record_attention_coopmat(rec, a);
     return {};
   }
-  const bool one_token = a.n_tokens == 1;
-  const FlashShape s = flash_shape(shared_cap(ctx, a), D, rows, one_token, one_token ? rows_subgroup(ctx, a) : 0);
+  const FlashShape s = flash_shape(shared_cap(ctx, a), D, rows, a.n_tokens == 1, rows_subgroup(ctx, a));
   const uint32_t row_blocks = (rows + s.br - 1) / s.br;
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])
     throw Error("internal error: attention dispatch exceeds the workgroup count limits");
