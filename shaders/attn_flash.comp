@@ -243,13 +243,15 @@ void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
     }
   }
   barrier();
-  if (tid <= BR) {
+  // Each row's sum of squares by one subgroup (not one invocation's chain of D4 loads).
+  for (uint r = gl_SubgroupID; r <= BR; r += gl_NumSubgroups) {
     float ss = 0.0;
-    for (uint c = 0; c < D4; ++c) {
-      const vec4 x = tid < BR ? q_sh[tid * RS + c] : scratch4_at(c);
+    for (uint c = gl_SubgroupInvocationID; c < D4; c += gl_SubgroupSize) {
+      const vec4 x = r < BR ? q_sh[r * RS + c] : scratch4_at(c);
       ss += dot(x, x);
     }
-    rn_sh[tid] = inversesqrt(ss / float(D) + p.eps);
+    ss = subgroupAdd(ss);
+    if (subgroupElect()) rn_sh[r] = inversesqrt(ss / float(D) + p.eps);
   }
   for (uint i = tid; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
   barrier();
@@ -282,8 +284,8 @@ KV_T new_row_word(bool is_key, uint u) {
 // that dispatch and the barrier before it. Every step is spread over the
 // workgroup: the (max, sum) pairs of all rows and splits go to shared memory
 // (the tiles as scratch: 2 * rows * n_split floats, checked by the host), each row's
-// weights are reduced by its TPR invocations, and each output vec4 sums its
-// splits eight loads at a time.
+// weights are reduced by its TPR invocations (one subgroup where they fit), and
+// each output vec4 sums its splits eight loads at a time.
 void combine_splits(uint r0, uint g) {
   const uint tid = gl_LocalInvocationID.x, G = p.group, n = p.n_split;
   memoryBarrierBuffer();
@@ -304,31 +306,49 @@ void combine_splits(uint r0, uint g) {
     set_scratch(RN + i, part[p.ml_off + 2 * pr + 1]);
   }
   barrier();
-  const uint sr = tid / TPR;  // the row whose weights this invocation helps reduce
+  // Each row's weights are reduced by TPR invocations: where those are one
+  // subgroup (subgroup r, row r), in registers; otherwise through shared memory.
+#if KV_F16
+  const bool sg_reduce = gl_SubgroupSize == TPR && gl_NumSubgroups == BR;
+#else
+  const bool sg_reduce = false;
+#endif
+  const uint sr = sg_reduce ? gl_SubgroupID : tid / TPR, sub = sg_reduce ? gl_SubgroupInvocationID : tid % TPR;
   const bool row_ok = sr < rows;
   const float sk = p.has_sinks != 0 && row_ok ? sinks[g * G + (r0 + sr) % G] * 1.4426950408889634 : NEG;
   float mx = NEG;
   if (row_ok)
-    for (uint s = tid % TPR; s < n; s += TPR) mx = max(mx, scratch_at(sr * n + s));
-  red_max[tid] = mx;
-  barrier();
+    for (uint s = sub; s < n; s += TPR) mx = max(mx, scratch_at(sr * n + s));
   float m = sk;
-  for (uint i = 0; i < TPR; ++i) m = max(m, red_max[sr * TPR + i]);
+  if (sg_reduce) {
+#if KV_F16
+    m = max(m, subgroupMax(mx));
+#endif
+  } else {
+    red_max[tid] = mx;
+    barrier();
+    for (uint i = 0; i < TPR; ++i) m = max(m, red_max[sr * TPR + i]);
+  }
   float l = 0.0;
   if (row_ok)
-    for (uint s = tid % TPR; s < n; s += TPR) {
+    for (uint s = sub; s < n; s += TPR) {
       const uint i = sr * n + s;
       const float w = exp2(scratch_at(i) - m);
       l += w * scratch_at(RN + i);
       set_scratch(i, w);  // the max becomes the split's weight
     }
-  red_sum[tid] = l;
-  barrier();
-  if (tid % TPR == 0 && row_ok) {
-    float sum = p.has_sinks != 0 ? exp2(sk - m) : 0.0;
-    for (uint i = 0; i < TPR; ++i) sum += red_sum[tid + i];
-    row_l[sr] = 1.0 / sum;
+  float sum = p.has_sinks != 0 ? exp2(sk - m) : 0.0;
+  if (sg_reduce) {
+#if KV_F16
+    sum += subgroupAdd(l);
+#endif
+  } else {
+    red_sum[tid] = l;
+    barrier();
+    if (sub == 0)
+      for (uint i = 0; i < TPR; ++i) sum += red_sum[tid + i];
   }
+  if (sub == 0 && row_ok) row_l[sr] = 1.0 / sum;
   barrier();
   for (uint i = tid; i < rows * D4; i += WG) {
     const uint r = i / D4, c = i % D4, row = r0 + r, t = row / G, h = g * G + row % G;

@@ -223,6 +223,7 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
 bool attention_folds_rope_store(const Context& ctx, const AttentionArgs& a, const RopeStoreArgs& rs) {
   static const bool off = env_off("VKMOE_ATTN_ROPE_FOLD");
   if (off || a.n_tokens != 1 || rs.n_tokens != 1 || a.kv_type != KvType::F16 || rs.kv_type != KvType::F16) return false;
+  if (!ctx.info().subgroup_arithmetic) return false;  // the prologue's norms are subgroup sums
   if (rs.v.buffer == VK_NULL_HANDLE || a.k_cache.buffer == a.v_cache.buffer) return false;  // latent attention
   if (rs.pos0 != a.pos0 || rs.head_dim != a.head_dim || rs.n_head != a.n_head || rs.n_head_kv != a.n_head_kv)
     return false;
