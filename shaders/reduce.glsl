@@ -1,27 +1,26 @@
-// Workgroup-wide sum/max: each subgroup reduces in registers, then every
-// subgroup reduces the subgroups' partials again (two barriers, no serial
-// chain). WG must be a multiple of the subgroup size and equal to
-// gl_WorkGroupSize.x; every invocation must call these.
-#extension GL_KHR_shader_subgroup_basic : require
-#extension GL_KHR_shader_subgroup_arithmetic : require
+// Workgroup-wide sum/max through shared memory. WG must be a power of two
+// and equal to gl_WorkGroupSize.x; every invocation must call these.
 shared float red_buf[WG];
 float wg_sum(float v) {
-  v = subgroupAdd(v);
-  if (subgroupElect()) red_buf[gl_SubgroupID] = v;
+  red_buf[gl_LocalInvocationID.x] = v;
   barrier();
-  float r = 0.0;
-  for (uint i = gl_SubgroupInvocationID; i < gl_NumSubgroups; i += gl_SubgroupSize) r += red_buf[i];
-  r = subgroupAdd(r);
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (gl_LocalInvocationID.x < s) red_buf[gl_LocalInvocationID.x] += red_buf[gl_LocalInvocationID.x + s];
+    barrier();
+  }
+  float r = red_buf[0];
   barrier();
   return r;
 }
 float wg_max(float v) {
-  v = subgroupMax(v);
-  if (subgroupElect()) red_buf[gl_SubgroupID] = v;
+  red_buf[gl_LocalInvocationID.x] = v;
   barrier();
-  float r = -3.4028235e38;
-  for (uint i = gl_SubgroupInvocationID; i < gl_NumSubgroups; i += gl_SubgroupSize) r = max(r, red_buf[i]);
-  r = subgroupMax(r);
+  for (uint s = WG / 2; s > 0; s >>= 1) {
+    if (gl_LocalInvocationID.x < s)
+      red_buf[gl_LocalInvocationID.x] = max(red_buf[gl_LocalInvocationID.x], red_buf[gl_LocalInvocationID.x + s]);
+    barrier();
+  }
+  float r = red_buf[0];
   barrier();
   return r;
 }
