@@ -125,9 +125,17 @@ void put(inout f16vec4 v[4], vec4 f0, vec4 f1, vec4 f2, vec4 f3) {
   v[3] = f16vec4(f3);
 }
 
-// 4 bytes of a word as floats (unsigned).
-vec4 bytes4(uint w) { return vec4(w & 0xFFu, (w >> 8) & 0xFFu, (w >> 16) & 0xFFu, w >> 24); }
-vec4 sbytes4(uint w) { return vec4(ivec4(int(w) << 24, int(w) << 16, int(w) << 8, int(w)) >> 24); }
+// The 4 bytes b of a word as f16 values b * s + c, in packed f16 arithmetic
+// without integer-to-float conversions: 0x6400 | b is the f16 1024 + b
+// (b < 1024 sits in the mantissa), so one subtraction gives b exactly and one
+// fused multiply-add rounds once.
+f16vec4 bytes_fma(uint w, f16vec2 s, f16vec2 c) {
+  const uint lo = (w & 0xFFu) | ((w << 8) & 0xFF0000u);         // b0, b1 in 16-bit lanes
+  const uint hi = ((w >> 16) & 0xFFu) | ((w >> 8) & 0xFF0000u);  // b2, b3
+  const f16vec2 k = f16vec2(1024.0);
+  const f16vec2 a = unpackFloat2x16(lo | 0x64006400u) - k, b = unpackFloat2x16(hi | 0x64006400u) - k;
+  return f16vec4(fma(a, s, c), fma(b, s, c));
+}
 
 #if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
 // 6-bit scale and min of sub-block j (0..7) from the 16-byte header h.
@@ -220,28 +228,30 @@ void decode_w(Raw r, uint kc, out f16vec4 v[4]) {
     v[2 * i + 1] = f16vec4(uintBitsToFloat(uvec4(s.z << 16, s.z & 0xFFFF0000u, s.w << 16, s.w & 0xFFFF0000u)));
   }
 #elif WTYPE == WT_Q8_0
-  const float d = unpackHalf2x16(r.b.x).x;
-  put(v, d * sbytes4(r.a.x), d * sbytes4(r.a.y), d * sbytes4(r.a.z), d * sbytes4(r.a.w));
+  // Signed bytes q as q + 128 (the sign bit flipped): d * q = d * (q + 128) - 128 d, exactly.
+  const f16vec2 d = f16vec2(unpackHalf2x16(r.b.x).x), offset = f16vec2(-128.0) * d;
+  [[unroll]] for (uint t = 0; t < 4; ++t) v[t] = bytes_fma(r.a[t] ^ 0x80808080u, d, offset);
 #elif WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
   const uint sub = (k0 % 256) / 32, sh = 4 * (sub & 1u);
   const vec2 dm = unpackHalf2x16(r.a.x);
   const vec2 sm = k_scale_min(r.a, sub);
-  const float scale = dm.x * sm.x, bias = dm.y * sm.y;
+  const f16vec2 scale = f16vec2(dm.x * sm.x), nbias = f16vec2(-(dm.y * sm.y));
   [[unroll]] for (uint t = 0; t < 4; ++t) {
     uint q = (r.b[t] >> sh) & 0x0F0F0F0Fu;
 #if WTYPE == WT_Q5_K
     q |= ((r.c[t] >> sub) & 0x01010101u) << 4;
 #endif
-    v[t] = f16vec4(scale * bytes4(q) - bias);
+    v[t] = bytes_fma(q, scale, nbias);
   }
 #elif WTYPE == WT_Q6_K
   const uint e = k0 % 256, m = (e % 128) / 32;
   const float d = unpackHalf2x16(r.c.y).x;
   const uint sb = (r.c.x >> (8 * ((192 + 8 * (e / 128) + 2 * m + half_) & 1u))) & 0xFFu;
-  const float scale = d * float(int(sb << 24) >> 24);
+  const f16vec2 scale = f16vec2(d * float(int(sb << 24) >> 24));
+  const f16vec2 offset = f16vec2(-32.0) * scale;  // exact: (q - 32) * scale rounds once
   [[unroll]] for (uint t = 0; t < 4; ++t) {
     const uint q = ((r.a[t] >> (4 * (m >> 1))) & 0x0F0F0F0Fu) | (((r.b[t] >> (2 * m)) & 0x03030303u) << 4);
-    v[t] = f16vec4(scale * (bytes4(q) - 32.0));
+    v[t] = bytes_fma(q, scale, offset);
   }
 #endif
 }
