@@ -235,6 +235,7 @@ void decode_w(Raw r, uint kc, out f16vec4 v[4]) {
   const uint sub = (k0 % 256) / 32, sh = 4 * (sub & 1u);
   const vec2 dm = unpackHalf2x16(r.a.x);
   const vec2 sm = k_scale_min(r.a, sub);
+  // The scale and min products round to f16 before the multiply-add (one rounding more than f32 math).
   const f16vec2 scale = f16vec2(dm.x * sm.x), nbias = f16vec2(-(dm.y * sm.y));
   [[unroll]] for (uint t = 0; t < 4; ++t) {
     uint q = (r.b[t] >> sh) & 0x0F0F0F0Fu;
