@@ -22,6 +22,8 @@ peak() {
   return $rc
 }
 run() { echo "--- $*"; peak "$@" 2>&1 | grep -v "^  layer\|uploading\|copying experts"; }
+# Per-repetition t/s of a `-o jsonl` bench (vkmoe or llama-bench) on stdin (scripts/bench_samples.py).
+samples() { python3 "$(dirname "${BASH_SOURCE[0]}")/bench_samples.py"; }
 # The synthetic Qwen3-30B-A3B Q4_K_M file (uniform routing): its path in
 # MODEL; qwen3_model also writes it once per machine.
 MODEL=/tmp/qwen3-30b-a3b-synth-q4km.gguf
