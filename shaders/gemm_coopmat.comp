@@ -10,13 +10,15 @@
 // workgroup, 2 = BN tokens per workgroup, 3 = WM, 4 = WN rows/tokens per
 // subgroup (WM / TM <= 4 and WN / TN <= 2 fragments), 5..7 = TM, TN, TK
 // fragment sizes, 8 = SG subgroup size,
-// 9 = BK columns per step (multiple of 32).
+// 9 = BK columns per step (multiple of 32), 10 = NBUF shared buffers (2: one
+// barrier a step; 1: two barriers a step, half the shared memory).
 //
 // Each step of BK columns: every thread loads 16-column chunks of W rows and
 // vec4s of X rows (consecutive lanes on consecutive vec4s of a row), decodes
 // them to f16 and stores them into one of two shared buffers while the
-// subgroups multiply the other (one barrier a step; the next step's global
-// loads are issued before the current step's multiplies). Results go through
+// subgroups multiply the other (one barrier a step), or with NBUF = 1 into the
+// one buffer after a second barrier; either way the next step's global loads
+// are issued before the current step's multiplies. Results go through
 // a per-subgroup shared fragment so that tails, skipped slots and
 // accumulation are handled per element.
 #extension GL_EXT_control_flow_attributes : require
@@ -68,6 +70,7 @@ layout(constant_id = 6) const uint TN = 16;
 layout(constant_id = 7) const uint TK = 16;
 layout(constant_id = 8) const uint SG = 32;
 layout(constant_id = 9) const uint BK = 32;
+layout(constant_id = 10) const uint NBUF = 2;
 
 const uint SROW = (BK + 8) / 4;  // shared row stride in f16vec4 (padded against bank conflicts)
 const uint WARPS_M = BM / WM;
@@ -98,8 +101,8 @@ layout(push_constant) uniform Push {
   uint k_split, split_stride;  // split-K: columns per workgroup z (0: all), floats between z's partial planes
 } p;
 
-shared f16vec4 sa[2 * BM * SROW];  // two buffers
-shared f16vec4 sb[2 * BN * SROW];
+shared f16vec4 sa[NBUF * BM * SROW];
+shared f16vec4 sb[NBUF * BN * SROW];
 shared float sout[WARPS * TM * TN];
 
 // Raw global data of one 16-element chunk, loaded a step ahead of its decode.
@@ -373,7 +376,7 @@ void main() {
   STORE_STEP(k_begin, 0)
   barrier();
   for (uint s = 0; s < steps; ++s) {
-    const uint cur = s & 1u;
+    const uint cur = s % NBUF;
     const bool more = s + 1 < steps;
     if (more) {
       LOAD_STEP(k_begin + (s + 1) * BK)
@@ -397,8 +400,9 @@ void main() {
         MMA_COLUMN(fb, c01, c11, c21, c31)
       }
     }
+    if (NBUF == 1) barrier();  // every subgroup done with the buffer
     if (more) {
-      STORE_STEP(k_begin + (s + 1) * BK, cur ^ 1u)
+      STORE_STEP(k_begin + (s + 1) * BK, (s + 1) % NBUF)
     }
     barrier();
   }

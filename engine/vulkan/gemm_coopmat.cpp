@@ -9,7 +9,8 @@
 // values beyond +-65504 overflow), products are summed in f32.
 // VKMOE_COOPMAT_TILE=L|M|XS32 (expert-grouped: L|M|S) forces a workgroup tile; VKMOE_COOPMAT_SHAPE and
 // VKMOE_COOPMAT_IDS_SHAPE=BM,BN,WM,WN,BK any fitting one for the dense and the
-// expert-grouped kernel (benchmarks; expert-grouped needs BN = kMoeTileRows).
+// expert-grouped kernel (benchmarks; expert-grouped needs BN = kMoeTileRows), with
+// an optional sixth field NBUF (1 or 2).
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -23,21 +24,23 @@ namespace vkmoe::vk {
 namespace {
 
 // Workgroup tile: BM weight rows x BN tokens, subgroups of WM x WN each, BK
-// columns per step.
+// columns per step, nbuf shared buffers (2: loads overlap the multiplies with
+// one barrier a step; 1: two barriers, half the shared memory).
 struct Tile {
   const char* name;
-  uint32_t bm, bn, wm, wn, bk;
+  uint32_t bm, bn, wm, wn, bk, nbuf = 2;
 };
 // Largest first. Q4_K on an H100 (PERF.md run 16): per subgroup, 64 x 32 and
 // 32 x 32 outputs beat 32 x 16 when there are workgroups enough for the SMs
 // (dense 2048 x 4096 x 512 tokens: L 104, M 72, XS32 44 TFLOP/s).
 constexpr Tile kTiles[] = {{"L", 128, 128, 64, 32, 32}, {"M", 64, 64, 32, 32, 32}, {"XS32", 64, 32, 32, 16, 32}};
-// Expert-grouped: one MoE table tile (kMoeTileRows slots) per workgroup column.
-// Q4_K 2048 x 768 per expert, top-8 of 128, 512 tokens, on an H200 (PERF.md run 29):
-// L 342, M 383 us; the activations, re-read by every row tile, cost less with 128 rows.
-constexpr Tile kIdsTiles[] = {{"L", 128, kMoeTileRows, 32, 32, 32},
-                              {"M", 64, kMoeTileRows, 32, 32, 32},
-                              {"S", 64, kMoeTileRows, 32, 16, 32}};
+// Expert-grouped: one MoE table tile (kMoeTileRows slots) per workgroup column,
+// one shared buffer. Q4_K 2048 x 768 per expert, top-8 of 128, 512 tokens, on an
+// H200 (PERF.md run 30): L 251 us, against 342 with two buffers (M 289, S 380);
+// 768 x 2048: 266 against 375.
+constexpr Tile kIdsTiles[] = {{"L", 128, kMoeTileRows, 32, 32, 32, 1},
+                              {"M", 64, kMoeTileRows, 32, 32, 32, 1},
+                              {"S", 64, kMoeTileRows, 32, 16, 32, 1}};
 // Dense: the largest tile giving at least this many workgroups (about one per
 // SM of an H100; fewer leave SMs idle, which costs more than smaller tiles).
 constexpr uint64_t kMinWorkgroups = 128;
@@ -61,7 +64,7 @@ Frag pick_fragment(const DeviceInfo& d) {
 
 uint32_t shared_bytes(const Tile& t, const Frag& f) {
   const uint32_t warps = (t.bm / t.wm) * (t.bn / t.wn);
-  return 2 * (t.bm + t.bn) * (t.bk + 8) * 2 + warps * f.m * f.n * 4;
+  return t.nbuf * (t.bm + t.bn) * (t.bk + 8) * 2 + warps * f.m * f.n * 4;
 }
 
 // Fragments per subgroup: at most 4 x 2 (the shader's separate accumulators).
@@ -120,8 +123,11 @@ const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t
   if (const char* shape = std::getenv(indexed ? "VKMOE_COOPMAT_IDS_SHAPE" : "VKMOE_COOPMAT_SHAPE")) {
     static Tile custom_dense{"custom", 0, 0, 0, 0, 0}, custom_ids{"custom", 0, 0, 0, 0, 0};
     Tile& custom = indexed ? custom_ids : custom_dense;
-    if (std::sscanf(shape, "%u,%u,%u,%u,%u", &custom.bm, &custom.bn, &custom.wm, &custom.wn, &custom.bk) == 5 &&
-        custom.wm && custom.wn && custom.bm % custom.wm == 0 && custom.bn % custom.wn == 0 && custom.bk % 32 == 0 &&
+    custom.nbuf = 2;
+    const int fields =
+        std::sscanf(shape, "%u,%u,%u,%u,%u,%u", &custom.bm, &custom.bn, &custom.wm, &custom.wn, &custom.bk, &custom.nbuf);
+    if (fields >= 5 && custom.wm && custom.wn && custom.bm % custom.wm == 0 && custom.bn % custom.wn == 0 &&
+        custom.bk % 32 == 0 && (custom.nbuf == 1 || custom.nbuf == 2) &&
         (!indexed || custom.bn == kMoeTileRows) && tile_fits(d, custom, f))
       return &custom;
     // Said once per value: a sweep must not mistake the default tile for the one asked for.
@@ -201,7 +207,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   const Tile* t = pick_tile(d, f, ids != nullptr, a.nrows, cols);
   const uint32_t warps = (t->bm / t->wm) * (t->bn / t->wn);
   const std::vector<uint32_t> spec = {warps * d.subgroup_size, t->bm, t->bn, t->wm, t->wn, f.m, f.n, f.k,
-                                      d.subgroup_size, t->bk};
+                                      d.subgroup_size, t->bk, t->nbuf};
 
   CoopPush p{};
   p.ncols = a.ncols;
