@@ -28,7 +28,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; uint32_t check; };
 struct AxpyPush { uint32_t n, items, x_off, a_off, y_off, mode; float scale; };
-struct SwigluPush { uint32_t n, g_off, u_off, act; };
+struct SwigluPush { uint32_t n, g_off, u_off, act, row_elems, count_off; };
 struct CombineNormPush { uint32_t n, items; float eps; uint32_t check; };
 constexpr uint32_t kNone = 0xFFFFFFFFu;
 
@@ -142,10 +142,23 @@ TEST(ShaderTrunk, AxpyModesAndSwiglu) {
   }
   auto g = e.randn(n, 3.f), u = e.randn(n);
   Buffer bg = e.buf(g), bu = e.buf(u);
-  e.run("swiglu", {bg, bu}, SwigluPush{n, 0, 0, 0}, (n + 255) / 256);
+  e.run("swiglu", {bg, bu, bg}, SwigluPush{n, 0, 0, 0, 0, 0}, (n + 255) / 256);
   std::vector<float> want(n);
   for (uint32_t i = 0; i < n; ++i) want[i] = silu(g[i]) * u[i];
   expect_close(e.read(bg, n), want, 1e-5, "swiglu");
+
+  // MoE slot rows: three tiles of 64 rows, the table's count says 2 are used,
+  // so the third tile's rows stay as they were.
+  const uint32_t row = 5, rows = 3 * 64, m = row * rows;
+  auto mg = e.randn(m, 3.f), mu = e.randn(m);
+  const std::vector<uint32_t> table_words = {2, 0, 0, 0};
+  Buffer bmg = e.buf(mg), bmu = e.buf(mu), bt = e.buf(table_words);
+  e.run("swiglu", {bmg, bmu, bt}, SwigluPush{m, 0, 0, 0, row, 0}, (m + 255) / 256);
+  std::vector<float> want_rows = mg;
+  for (uint32_t i = 0; i < 2 * 64 * row; ++i) want_rows[i] = silu(mg[i]) * mu[i];
+  const std::vector<float> got = e.read(bmg, m);
+  expect_close(got, want_rows, 1e-5, "swiglu over used MoE tiles");
+  for (uint32_t i = 2 * 64 * row; i < m; ++i) ASSERT_EQ(got[i], mg[i]) << "unused tile row value " << i << " was written";
 }
 
 // The decode's combine + next norm, one workgroup: its sizes 64..1024 (the

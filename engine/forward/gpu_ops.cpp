@@ -15,7 +15,7 @@ struct AddRowsPush {
   uint32_t n, rows, x_off, x_stride, a_off, y_off, y_stride, mode;
 };
 struct SwigluPush {
-  uint32_t n, g_off, u_off, act;
+  uint32_t n, g_off, u_off, act, row_elems, count_off;
 };
 struct BiasRowsPush {
   uint32_t width, rows, y_stride, id_off, rows_per_id, use_map, n_bias;
@@ -153,13 +153,17 @@ void GpuOps::add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t 
   r.dispatch(p, {*x.buf, a ? vk::BufferRange(*a) : vk::BufferRange(*x.buf), *y.buf}, pc, div_up(width, 256), n);
 }
 
-void GpuOps::swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count, FfnAct act) const {
-  const auto& p = ctx_.pipeline("swiglu", 2, sizeof(SwigluPush));
+void GpuOps::swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count, FfnAct act,
+                    const MoeRows* moe) const {
+  const auto& p = ctx_.pipeline("swiglu", 3, sizeof(SwigluPush));
   const uint64_t per_dispatch = 65535ull * 256;
   const uint32_t a = act == FfnAct::OaiSwiGLU ? 1u : 0u;
+  if (count > UINT32_MAX) throw Error("internal error: swiglu over more than 2^32 values");
   for (uint64_t off = 0; off < count; off += per_dispatch) {
     const uint64_t n = std::min(per_dispatch, count - off);
-    r.dispatch(p, {g, u}, SwigluPush{uint32_t(n), uint32_t(off), uint32_t(off), a}, div_up(n, 256));
+    const SwigluPush pc{uint32_t(n), uint32_t(off), uint32_t(off), a, moe ? moe->row_elems : 0u,
+                        moe ? moe->layout.count_off : 0u};
+    r.dispatch(p, {g, u, moe ? vk::BufferRange(*moe->table) : vk::BufferRange(g)}, pc, div_up(n, 256));
   }
 }
 

@@ -71,9 +71,16 @@ class GpuOps {
   void add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s = Scale::One,
                 const vk::Buffer* a = nullptr, uint32_t a_off = 0) const;
   // g[i] = act(g[i], u[i]) for count contiguous values (SiLU: silu(g) * u;
-  // OaiSwiGLU: gpt-oss's clamped variant, cpu/ffn_act.h).
+  // OaiSwiGLU: gpt-oss's clamped variant, cpu/ffn_act.h). With moe, g and u
+  // are the slot rows of a MoE table (row_elems values each) and the rows of
+  // tiles past its used count are skipped.
+  struct MoeRows {
+    const vk::Buffer* table = nullptr;
+    MoeTableLayout layout;
+    uint32_t row_elems = 0;
+  };
   void swiglu(vk::Recorder& r, const vk::Buffer& g, const vk::Buffer& u, uint64_t count,
-              FfnAct act = FfnAct::SiLU) const;
+              FfnAct act = FfnAct::SiLU, const MoeRows* moe = nullptr) const;
   // Rows of a bias table (n_bias rows of width floats) added to y, chosen by ids:
   // y[r * y_stride + i] += bias[e * width + i] with e = ids[id_off + r / rows_per_id],
   // mapped through map[e] when map is given; rows with e < 0 or >= n_bias are skipped.

@@ -363,7 +363,8 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     expert_biases(r, il, /*down=*/false, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);
     r.barrier();
   }
-  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act);
+  const GpuOps::MoeRows rows{&table, layout, F};
+  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act, &rows);
   r.barrier();
   ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false);
   r.barrier();
