@@ -24,8 +24,9 @@ namespace vkmoe::vk {
 namespace {
 
 // Workgroup tile: BM weight rows x BN tokens, subgroups of WM x WN each, BK
-// columns per step, nbuf shared buffers (2: loads overlap the multiplies with
-// one barrier a step; 1: two barriers, half the shared memory).
+// columns per step, nbuf shared buffers (2: the next step is staged while the
+// current one is multiplied, one barrier a step; 1: it is staged after a second
+// barrier, in half the shared memory).
 struct Tile {
   const char* name;
   uint32_t bm, bn, wm, wn, bk, nbuf = 2;
