@@ -9,6 +9,7 @@
 
 #include "cpu/moe_route.h"
 #include "engine/forward/cpu_forward.h"
+#include "engine/vulkan/moe_table.h"
 
 #include "tests/vk_test_env.h"
 using namespace vkmoe;
@@ -147,18 +148,18 @@ TEST(ShaderTrunk, AxpyModesAndSwiglu) {
   for (uint32_t i = 0; i < n; ++i) want[i] = silu(g[i]) * u[i];
   expect_close(e.read(bg, n), want, 1e-5, "swiglu");
 
-  // MoE slot rows: three tiles of 64 rows, the table's count says 2 are used,
-  // so the third tile's rows stay as they were.
-  const uint32_t row = 5, rows = 3 * 64, m = row * rows;
+  // MoE slot rows: three tiles, the table's count says 2 are used, so the
+  // third tile's rows stay as they were.
+  const uint32_t row = 5, used = 2 * kMoeTileRows * row, m = 3 * kMoeTileRows * row;
   auto mg = e.randn(m, 3.f), mu = e.randn(m);
   const std::vector<uint32_t> table_words = {2, 0, 0, 0};
   Buffer bmg = e.buf(mg), bmu = e.buf(mu), bt = e.buf(table_words);
   e.run("swiglu", {bmg, bmu, bt}, SwigluPush{m, 0, 0, 0, row, 0}, (m + 255) / 256);
   std::vector<float> want_rows = mg;
-  for (uint32_t i = 0; i < 2 * 64 * row; ++i) want_rows[i] = silu(mg[i]) * mu[i];
+  for (uint32_t i = 0; i < used; ++i) want_rows[i] = silu(mg[i]) * mu[i];
   const std::vector<float> got = e.read(bmg, m);
   expect_close(got, want_rows, 1e-5, "swiglu over used MoE tiles");
-  for (uint32_t i = 2 * 64 * row; i < m; ++i) ASSERT_EQ(got[i], mg[i]) << "unused tile row value " << i << " was written";
+  for (uint32_t i = used; i < m; ++i) ASSERT_EQ(got[i], mg[i]) << "unused tile row value " << i << " was written";
 }
 
 // The decode's combine + next norm, one workgroup: its sizes 64..1024 (the
