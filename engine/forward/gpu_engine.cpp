@@ -240,36 +240,49 @@ std::span<const float> GpuEngine::forward(const std::vector<int32_t>& tokens) {
 
 // ---- resident schedule: one command buffer per ubatch (or decoded token) ----
 
-void GpuEngine::record_resident(vk::Recorder& r, uint32_t pos0, uint32_t n) {
+// `r` ends as the recorder holding the last layers. With `submit_early`, the
+// layers before it are submitted in chunks of 1, 2, 4, 8, ... layers as they
+// are recorded, so that the GPU starts while the host records the rest
+// (recording a 512-token ubatch costs milliseconds of host time).
+void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early) {
   const Activations& a = *act_;
-  r.copy(in_x_, 0, a.x, 0, uint64_t(n) * c_.n_embd * 4);
-  r.barrier();
-  mark(r, "start");
+  r->copy(in_x_, 0, a.x, 0, uint64_t(n) * c_.n_embd * 4);
+  r->barrier();
+  mark(*r, "start");
   bool normed = false;
+  int next_cut = 1;
   for (int il = 0; il < c_.n_layer; ++il) {
-    prog_->attention(r, il, pos0, n, normed);
+    prog_->attention(*r, il, pos0, n, normed);
     normed = false;
     if (m_.layers()[il].spec.moe) {
       const bool last = il + 1 == c_.n_layer;
       const GpuTensor* next_norm = n > 1 ? nullptr : last ? &w_.output_norm : &w_.layers[il + 1].attn_norm;
-      normed = prog_->moe_resident(r, il, n, next_norm);
+      normed = prog_->moe_resident(*r, il, n, next_norm);
     } else {
-      prog_->dense_ffn(r, il, n);
+      prog_->dense_ffn(*r, il, n);
+    }
+    if (submit_early && il + 1 == next_cut && il + 1 < c_.n_layer) {
+      r->submit();
+      r = &next_recorder();
+      r->barrier();  // the next layer reads what the submitted ones wrote
+      next_cut = 2 * next_cut + 1;
     }
   }
-  prog_->output(r, n - 1, normed);
-  record_logits_readback(r);
+  prog_->output(*r, n - 1, normed);
+  record_logits_readback(*r);
 }
 
 void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n) {
   drop_prepared();
   embed(tokens, n);
-  vk::Recorder& r = next_recorder();
+  vk::Recorder* r = &next_recorder();
   const bool profile = prof_ != nullptr;
-  if (profile) begin_profile(r);
-  record_resident(r, uint32_t(pos_), n);
+  if (profile) begin_profile(*r);
+  // VKMOE_CHUNKED_SUBMIT=0: one submission per ubatch (A/B measurements).
+  static const bool chunked = !vk::env_off("VKMOE_CHUNKED_SUBMIT");
+  record_resident(r, uint32_t(pos_), n, chunked);
   profiling_ = false;
-  r.submit().wait();
+  r->submit().wait();
   pos_ += int(n);
   if (profile) collect_profile(/*prompt=*/true, n);
 }
@@ -285,7 +298,7 @@ void GpuEngine::decode_resident(int32_t token) {
     drop_prepared();
     r = &next_recorder();
     if (profile) begin_profile(*r);
-    record_resident(*r, uint32_t(pos_), 1);
+    record_resident(r, uint32_t(pos_), 1, false);
     profiling_ = false;
   }
   vk::SyncPoint done = r->submit();
@@ -294,7 +307,7 @@ void GpuEngine::decode_resident(int32_t token) {
   // is known) while the GPU works; only its embedding is written later.
   if (!profile && pos_ < n_ctx_) {
     prepared_ = &next_recorder();
-    record_resident(*prepared_, uint32_t(pos_), 1);
+    record_resident(prepared_, uint32_t(pos_), 1, false);
     prepared_pos_ = pos_;
   }
   done.wait();

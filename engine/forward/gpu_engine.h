@@ -55,7 +55,7 @@ class GpuEngine final : public Engine {
   // Schedules (gpu_engine.cpp: resident; gpu_offload.cpp: offload).
   void decode_resident(int32_t token);
   void prefill_resident(const int32_t* tokens, uint32_t n);
-  void record_resident(vk::Recorder& r, uint32_t pos0, uint32_t n);
+  void record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early);
   void decode_offload(int32_t token);
   void prefill_offload(const int32_t* tokens, uint32_t n);
   void record_offload_a(vk::Recorder& r, int il);

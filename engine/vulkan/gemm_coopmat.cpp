@@ -95,15 +95,26 @@ struct SplitSumPush {
 // of an H100) and at least 2 * kSplitMinSteps steps runs as up to kMaxSplits
 // column ranges of at least kSplitMinSteps steps each (the router, f32 2048 -> 128 at
 // 512 tokens: 32 workgroups of 64 steps).
+// VKMOE_GEMM_SPLIT_K=N (N >= 2) sets the target instead (benchmarks).
 constexpr uint32_t kSplitTargetWgs = 256, kSplitMinSteps = 8, kMaxSplits = 8;
+
+uint32_t split_target_wgs() {
+  static const uint32_t target = [] {
+    const char* v = std::getenv("VKMOE_GEMM_SPLIT_K");
+    const unsigned long n = v ? std::strtoul(v, nullptr, 10) : 0;
+    return n >= 2 ? uint32_t(n) : kSplitTargetWgs;
+  }();
+  return target;
+}
 
 // Column ranges (a multiple of bk each) for wgs workgroups over ncols, within
 // `room` bytes of partial planes; 0 when the product runs unsplit.
 uint32_t split_columns(uint32_t wgs, uint32_t ncols, uint32_t bk, uint64_t plane_bytes, uint64_t room) {
   const uint32_t steps = (ncols + bk - 1) / bk;
-  uint32_t splits = std::min({(kSplitTargetWgs + wgs - 1) / wgs, steps / kSplitMinSteps, kMaxSplits,
+  const uint32_t target = split_target_wgs();
+  uint32_t splits = std::min({(target + wgs - 1) / wgs, steps / kSplitMinSteps, kMaxSplits,
                               uint32_t(std::min<uint64_t>(room / plane_bytes, kMaxSplits))});
-  if (wgs >= kSplitTargetWgs || splits < 2) return 0;
+  if (wgs >= target || splits < 2) return 0;
   return (steps + splits - 1) / splits * bk;
 }
 
