@@ -34,13 +34,20 @@ ActivationShape ActivationShape::of(const ModelConfig& c, uint32_t n_ubatch, uin
 // Decode uses k rows (one per selected expert); a ubatch uses the table's slots.
 uint32_t ActivationShape::expert_rows() const { return std::max(k, n_ubatch > 1 ? table.max_slots() : 0u); }
 
+// The router's largest split, or two planes of the attention projections' outputs
+// (k and v split up to eight times, the output projection in two).
+uint64_t ActivationShape::split_k_half_bytes() const {
+  const uint64_t bytes = std::max(vk::gemm_split_k_bytes(n_expert, n_ubatch), uint64_t(2) * std::max(embd, kv) * n_ubatch * 4);
+  return (bytes + 255) / 256 * 256;
+}
+
 namespace {
 
 // The GEMM scratch: the widest product's converted rows (a ubatch's dense
-// products, or the expert slots' gate/up/down inputs) and the router's split-K room.
+// products, or the expert slots' gate/up/down inputs).
 uint64_t gemm_scratch_bytes(const ActivationShape& s) {
   const uint32_t T = s.n_ubatch, R = s.expert_rows();
-  uint64_t bytes = vk::gemm_split_k_bytes(s.n_expert, T);
+  uint64_t bytes = 0;
   if (s.gemm_converts_x) {
     const uint32_t dense = std::max({s.embd, s.q, s.ff, s.ff_exp, s.q_lora, s.attn_out});
     bytes = std::max({bytes, vk::gemm_scratch_bytes(dense, T), vk::gemm_scratch_bytes(std::max(s.embd, s.ff_exp), R)});
@@ -74,6 +81,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(R * s.embd, "expert out");
   f(s.vocab, "logits");
   f((gemm_scratch_bytes(s) + 3) / 4, "GEMM activation scratch");
+  f(s.split_k_half_bytes() / 2, "GEMM split-K partials");
   f(Activations::kDispatchCounters, "fused-dispatch counters");
 }
 
@@ -89,7 +97,7 @@ uint64_t activation_bytes(const ActivationShape& s) {
 
 Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) {
   vk::Buffer* order[] = {&x, &xn, &q, &k, &v, &att, &attn_scratch, &qa, &qh, &ao, &g, &u, &so, &gate1, &rlog,
-                         &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch, &counters};
+                         &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch, &gemm_split, &counters};
   size_t i = 0;
   for_each_buffer(s, [&](uint64_t floats, const char* what) {
     *order[i++] = ctx.create_buffer(padded(floats), vk::MemoryKind::Device, what);

@@ -18,10 +18,10 @@ struct ActivationShape {
   uint32_t vocab = 0;
   MoeTableLayout table;   // grouping of n_ubatch tokens (MoE models)
   // Whether a GEMM path in use converts its activations into the GEMM scratch
-  // (int8, coopmat2); without one the scratch only holds the router's split-K
-  // partial sums. The planner counts it in (true).
+  // (int8, coopmat2); without one the scratch is empty. The planner counts it in (true).
   bool gemm_converts_x = true;
   uint32_t expert_rows() const;  // rows of the routed-expert scratch
+  uint64_t split_k_half_bytes() const;  // one half of Activations::gemm_split
   static ActivationShape of(const ModelConfig& c, uint32_t n_ubatch, uint32_t n_ctx);
 };
 
@@ -40,7 +40,10 @@ struct Activations {
   vk::Buffer table;         // MoeTable words
   vk::Buffer eg, eu, eo;    // routed experts: [row][ff_exp], [row][ff_exp], [row][embd]
   vk::Buffer logits;        // [vocab] of the last token
-  vk::Buffer gemm_scratch;  // one product's converted activations (int8, coopmat2) or split-K partials
+  vk::Buffer gemm_scratch;  // one product's converted activations (int8, coopmat2)
+  // Split-K partial sums (KHR coopmat path) in two halves of split_k_half_bytes(),
+  // for two products in flight together.
+  vk::Buffer gemm_split;
   vk::Buffer counters;      // zeroed uints: fused kernels count finished workgroups here
   // [0]: the router's top-k tail; from kAttentionCounters: split attention tails.
   static constexpr uint32_t kDispatchCounters = 1024, kAttentionCounters = 16;

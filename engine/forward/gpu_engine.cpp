@@ -116,8 +116,8 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||
                       (o.gpu_q8 == EngineOptions::GpuQ8::Auto && vk::q8x_by_default(ctx_->info()));
-  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, act_->counters, gemm,
-                                  int8_x);
+  ops_ = std::make_unique<GpuOps>(*ctx_, act_->gemm_scratch, act_->non_finite, act_->counters, &act_->gemm_split,
+                                  gemm, int8_x);
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });
 

@@ -22,17 +22,22 @@ struct Rows {
   Rows row(uint32_t t) const { return Rows(*buf, stride, offset + t * stride); }
 };
 
+// Which half of the split-K partial-sum buffer a product may split into; two
+// products in flight together (no barrier between them) use different halves.
+enum class SplitK { kNo, kHalfA, kHalfB };
+
 class GpuOps {
  public:
   // gemm_scratch: the int8 GEMM path's activation scratch; non_finite: the
   // flag norms lower when their input is not finite; counters: zeroed uints
-  // for the fused router's last-workgroup counts (all in Activations).
+  // for the fused router's last-workgroup counts; gemm_split: split-K partial
+  // sums in two halves, null for no splitting (all in Activations).
   // int8_x: one-token products of quantized weights on int8 activations where
   // that pays (vk::q8x_pays).
   GpuOps(vk::Context& ctx, const vk::Buffer& gemm_scratch, const vk::Buffer& non_finite, const vk::Buffer& counters,
-         vk::GemmConfig gemm = {}, bool int8_x = false)
-      : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), counters_(counters), gemm_(gemm),
-        int8_x_(int8_x) {}
+         const vk::Buffer* gemm_split = nullptr, vk::GemmConfig gemm = {}, bool int8_x = false)
+      : ctx_(ctx), scratch_(gemm_scratch), non_finite_(non_finite), counters_(counters), split_(gemm_split),
+        gemm_(gemm), int8_x_(int8_x) {}
   // The matvec configuration of a one-token product (n_items experts; glu_input:
   // its input is a SwiGLU of two vectors).
   vk::MatvecConfig matvec_config(GgmlType t, uint32_t nrows, uint32_t n_items, bool glu_input = false) const;
@@ -42,10 +47,10 @@ class GpuOps {
   vk::Context& ctx() const { return ctx_; }
 
   // y[t] (+)= W x[t] for t < n.
-  // split_k: the product may split its rows' columns over workgroups, using the
-  // GEMM scratch for partial sums (no other product in flight may use it).
+  // split: the product may split its rows' columns over workgroups, with its
+  // partial sums in that half of the split-K buffer.
   void linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc = false,
-              bool split_k = false) const;
+              SplitK split = SplitK::kNo) const;
   // y[t] (+)= W act(g[t], u[t]) (SwiGLU, see swiglu): one fused dispatch for
   // one token; for more, swiglu in place on g (stride = width), a barrier,
   // then the product.
@@ -104,6 +109,7 @@ class GpuOps {
   const vk::Buffer& scratch_;
   const vk::Buffer& non_finite_;
   const vk::Buffer& counters_;
+  const vk::Buffer* split_;
   vk::GemmConfig gemm_;
   bool int8_x_;
 };

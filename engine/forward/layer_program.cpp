@@ -32,9 +32,11 @@ void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n) const {
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
   const Rows xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
+  // k and v split their long rows (few outputs) in halves of their own; each waits
+  // for its partial sums, and q runs beside the second one's sum (run 31).
+  ops_.linear(r, g.wk, xn, k, n, false, SplitK::kHalfA);
+  ops_.linear(r, g.wv, xn, v, n, false, SplitK::kHalfB);
   ops_.linear(r, g.wq, xn, q, n);
-  ops_.linear(r, g.wk, xn, k, n);
-  ops_.linear(r, g.wv, xn, v, n);
   r.barrier();
   mark_(r, "q/k/v");
   if (spec.qkv_bias) {
@@ -121,7 +123,7 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
   mark_(r, "attention");
   if (spec.mla) expand_mla(r, il, n);
   const uint32_t O = c_.attn_out_dim();
-  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O), x, n, /*acc=*/true);
+  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O), x, n, /*acc=*/true, SplitK::kHalfA);
   r.barrier();
   if (spec.o_bias) {
     ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);
@@ -177,7 +179,7 @@ void LayerProgram::router(vk::Recorder& r, int il, uint32_t n, uint32_t row0) co
 void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const {
   const uint32_t N = c_.n_expert;
   const Rows logits(a_.rlog, N, row0 * N);
-  ops_.linear(r, g_.layers[il].router, x, logits, n, false, /*split_k=*/true);  // few outputs, long rows
+  ops_.linear(r, g_.layers[il].router, x, logits, n, false, SplitK::kHalfA);  // few outputs, long rows
   if (m_.layers()[il].spec.router_bias) {
     r.barrier();
     ops_.add_rows(r, Rows(g_.layers[il].router_b.buf, 0), logits, N, n);

@@ -7,7 +7,7 @@
 //
 // Numerics: each weight and activation is rounded to f16 (relative 2^-11;
 // values beyond +-65504 overflow), products are summed in f32.
-// VKMOE_COOPMAT_TILE=L|M|XS32 (expert-grouped: L|M|S) forces a workgroup tile; VKMOE_COOPMAT_SHAPE and
+// VKMOE_COOPMAT_TILE=L1|L|M|XS32 (expert-grouped: L|M|S) forces a workgroup tile; VKMOE_COOPMAT_SHAPE and
 // VKMOE_COOPMAT_IDS_SHAPE=BM,BN,WM,WN,BK any fitting one for the dense and the
 // expert-grouped kernel (benchmarks; expert-grouped needs BN = kMoeTileRows), with
 // an optional sixth field NBUF (1 or 2).
@@ -34,7 +34,12 @@ struct Tile {
 // Largest first. Q4_K on an H100 (PERF.md run 16): per subgroup, 64 x 32 and
 // 32 x 32 outputs beat 32 x 16 when there are workgroups enough for the SMs
 // (dense 2048 x 4096 x 512 tokens: L 104, M 72, XS32 44 TFLOP/s).
-constexpr Tile kTiles[] = {{"L", 128, 128, 64, 32, 32}, {"M", 64, 64, 32, 32, 32}, {"XS32", 64, 32, 32, 16, 32}};
+// L1: one shared buffer; on an H200 (PERF.md run 31), alone, Q4_K 512 tokens: 2048x4096 81 us (L 82, M 116);
+// split in two, 4096x2048 90 (M unsplit 113); split in eight, 2048x512 21 (XS32 unsplit 43).
+constexpr Tile kTiles[] = {{"L1", 128, 64, 32, 32, 32, 1},
+                           {"L", 128, 128, 64, 32, 32},
+                           {"M", 64, 64, 32, 32, 32},
+                           {"XS32", 64, 32, 32, 16, 32}};
 // Expert-grouped: one MoE table tile (kMoeTileRows slots) per workgroup column,
 // one shared buffer. Q4_K 2048 x 768 per expert, top-8 of 128, 512 tokens, on an
 // H200 (PERF.md run 30): L 251 us, against 342 with two buffers (M 289, S 380);
@@ -127,9 +132,12 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
 }
 
 // VKMOE_COOPMAT_SHAPE / _IDS_SHAPE, else VKMOE_COOPMAT_TILE, else: expert-grouped,
-// the first that fits; dense, the first that fits and gives kMinWorkgroups,
-// else the fitting one giving the most.
-const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols) {
+// the first that fits; dense with split-K room (splits(t) > 0 where a tile's
+// product would split), the first that fits and reaches kSplitTargetWgs split;
+// else the first that fits and gives kMinWorkgroups, else the fitting one giving the most.
+template <class Splits>
+const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols,
+                      Splits&& splits) {
   const Tile* list = indexed ? kIdsTiles : kTiles;
   const size_t n = indexed ? std::size(kIdsTiles) : std::size(kTiles);
   if (const char* shape = std::getenv(indexed ? "VKMOE_COOPMAT_IDS_SHAPE" : "VKMOE_COOPMAT_SHAPE")) {
@@ -155,13 +163,17 @@ const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t
     for (size_t i = 0; i < n; ++i)
       if (std::string(force) == list[i].name && tile_fits(d, list[i], f)) return &list[i];
   }
+  auto workgroups = [&](const Tile& t) { return uint64_t((nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn); };
+  if (!indexed)
+    for (size_t i = 0; i < n; ++i)
+      if (tile_fits(d, list[i], f) && workgroups(list[i]) * splits(list[i]) >= split_target_wgs()) return &list[i];
   const Tile* best = nullptr;
   uint64_t best_wgs = 0;
   for (size_t i = 0; i < n; ++i) {
     const Tile& t = list[i];
     if (!tile_fits(d, t, f)) continue;
     if (indexed) return &t;
-    const uint64_t wgs = uint64_t((nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn);
+    const uint64_t wgs = workgroups(t);
     if (wgs >= kMinWorkgroups) return &t;
     if (wgs > best_wgs) best = &t, best_wgs = wgs;
   }
@@ -179,7 +191,8 @@ bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
   const DeviceInfo& d = ctx.info();
   if (!d.cooperative_matrix || !coopmat_basics(d, t) || d.subgroup_size == 0) return false;
   const Frag f = pick_fragment(d);
-  return f.m != 0 && pick_tile(d, f, false, 1, 1) != nullptr && pick_tile(d, f, true, 1, 1) != nullptr;
+  auto unsplit = [](const Tile&) { return 0u; };
+  return f.m != 0 && pick_tile(d, f, false, 1, 1, unsplit) != nullptr && pick_tile(d, f, true, 1, 1, unsplit) != nullptr;
 #endif
 }
 
@@ -216,7 +229,20 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
 
   const DeviceInfo& d = ctx.info();
   const Frag f = pick_fragment(d);
-  const Tile* t = pick_tile(d, f, ids != nullptr, a.nrows, cols);
+  const uint64_t plane = uint64_t(a.n_tokens) * a.nrows;
+  // VKMOE_GEMM_SPLIT_K=0 turns splitting off (A/B measurements).
+  static const bool split_off = env_off("VKMOE_GEMM_SPLIT_K");
+  const bool may_split = !ids && a.split_k.buffer != VK_NULL_HANDLE && !split_off;
+  // Column range of each split of tile t's product (0: unsplit).
+  auto k_split_of = [&](const Tile& t) {
+    const uint64_t wgs = uint64_t((a.nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn);
+    return may_split && wgs < UINT32_MAX ? split_columns(uint32_t(wgs), a.ncols, t.bk, plane * 4, a.split_k.range) : 0u;
+  };
+  auto splits = [&](const Tile& t) {
+    const uint32_t ks = k_split_of(t);
+    return ks ? (a.ncols + ks - 1) / ks : 0u;
+  };
+  const Tile* t = pick_tile(d, f, ids != nullptr, a.nrows, cols, splits);
   const uint32_t warps = (t->bm / t->wm) * (t->bn / t->wn);
   const std::vector<uint32_t> spec = {warps * d.subgroup_size, t->bm, t->bn, t->wm, t->wn, f.m, f.n, f.k,
                                       d.subgroup_size, t->bk, t->nbuf};
@@ -248,12 +274,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     const uint32_t gy = (cols + t->bn - 1) / t->bn;
     if (gy > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many tokens");
     const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_") + T->suffix, 3, sizeof(CoopPush), spec);
-    const uint64_t plane = uint64_t(a.n_tokens) * a.nrows;
-    // VKMOE_GEMM_SPLIT_K=0 turns splitting off (A/B measurements).
-    static const bool split_off = env_off("VKMOE_GEMM_SPLIT_K");
-    const uint32_t k_split = a.split_k.buffer == VK_NULL_HANDLE || split_off
-                                 ? 0
-                                 : split_columns(gx * gy, a.ncols, t->bk, plane * 4, a.split_k.range);
+    const uint32_t k_split = k_split_of(*t);
     if (k_split == 0) {
       rec.dispatch(pl, {a.w, a.x, a.y}, p, gx, gy);
       return;
