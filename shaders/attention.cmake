@@ -3,6 +3,8 @@
 vkmoe_shader(attn_rope_store_f16 attn_rope_store.comp KV_F16=1 KV_Q8=0)
 vkmoe_shader(attn_rope_store_f32 attn_rope_store.comp KV_F16=0 KV_Q8=0)
 vkmoe_shader(attn_rope_store_q8_0 attn_rope_store.comp KV_F16=0 KV_Q8=1)
+vkmoe_shader(attn_rope_store_sg_f16 attn_rope_store_sg.comp KV_F16=1)
+vkmoe_shader(attn_rope_store_sg_f32 attn_rope_store_sg.comp KV_F16=0)
 vkmoe_shader(attn_flash_f16 attn_flash.comp KV_F16=1 KV_Q8=0)
 vkmoe_shader(attn_flash_rope_f16 attn_flash.comp KV_F16=1 KV_Q8=0 ROPE_IN=1)
 vkmoe_shader(attn_flash_f32 attn_flash.comp KV_F16=0 KV_Q8=0)

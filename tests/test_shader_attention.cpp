@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -543,16 +544,20 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
   const float theta = 1e6f, eps = 1e-6f;
   const uint32_t gqa[][2] = {{4, 4}, {8, 2}, {16, 2}};  // ratios 1, 4, 8
   int iter = 0;
+  // Both kernels: one subgroup per head (where it applies) and one workgroup per head.
+  for (bool sg : {true, false})
   for (KvType kt : {KvType::F16, KvType::F32, KvType::Q8_0})
     for (uint32_t D : {kt == KvType::Q8_0 ? 96u : 64u, 128u})  // 96: an odd number of Q8_0 blocks
       for (bool norm : {false, true})
         for (bool neox : {false, true}) {
           const uint32_t NH = gqa[iter % 3][0], NKV = gqa[iter % 3][1], KV = NKV * D;
           const uint32_t pos0 = std::array<uint32_t, 4>{0, 7, 1000, 3000}[iter % 4], n_tokens = 3 + iter % 3;
+          const uint32_t n_rot = iter % 5 == 2 ? D / 2 : D;  // partial rotary: the first n_rot dims turn
           ++iter;
-          SCOPED_TRACE("D=" + std::to_string(D) + " heads " + std::to_string(NH) + "/" + std::to_string(NKV) +
-                       " pos0 " + std::to_string(pos0) + (norm ? " norm" : "") + (neox ? " neox" : "") + " kv " +
-                       kv_type_name(kt));
+          SCOPED_TRACE("D=" + std::to_string(D) + " n_rot " + std::to_string(n_rot) + " heads " + std::to_string(NH) +
+                       "/" + std::to_string(NKV) + " pos0 " + std::to_string(pos0) + (norm ? " norm" : "") +
+                       (neox ? " neox" : "") + " kv " + kv_type_name(kt) + (sg ? " subgroup kernel" : ""));
+          setenv("VKMOE_ROPE_STORE_SG", sg ? "1" : "0", 1);
           const uint32_t q_stride = NH * D + 4, kv_stride = KV + 8, n_ctx = pos0 + n_tokens + 2;
           auto q = e.randn(n_tokens * q_stride, 2.f), k = e.randn(n_tokens * kv_stride, 2.f),
                v = e.randn(n_tokens * kv_stride, 2.f), qw = e.randn(D), kw = e.randn(D);
@@ -577,15 +582,17 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
           a.head_dim = D;
           a.n_head = NH;
           a.n_head_kv = NKV;
-          a.rope.n_rot = int(D);
+          a.rope.n_rot = int(n_rot);
           a.rope.neox = neox;
           a.rope.theta = theta;
           a.norm = norm;
           a.eps = eps;
           a.kv_type = kt;
+          EXPECT_EQ(rope_store_uses_subgroups(*e.ctx, a), sg && kt != KvType::Q8_0 && e.ctx->info().subgroup_arithmetic);
           e.record([&](Recorder& r) { record_rope_store(r, a); });
+          unsetenv("VKMOE_ROPE_STORE_SG");
 
-          // Reference: per-head RMS norm, then rotation by pos * theta^(-2i/D), in double.
+          // Reference: per-head RMS norm, then rotation of the first n_rot dims by pos * theta^(-2i/n_rot), in double.
           auto head = [&](const float* x, const float* w, uint32_t pos, float* out) {
             std::vector<double> h(x, x + D);
             if (norm) {
@@ -594,9 +601,10 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
               const double r = 1 / std::sqrt(ss / D + eps);
               for (uint32_t i = 0; i < D; ++i) h[i] *= r * w[i];
             }
-            for (uint32_t i = 0; i < D / 2; ++i) {
-              const double ang = pos * std::pow(double(theta), -2.0 * i / D);
-              const uint32_t ia = neox ? i : 2 * i, ib = neox ? i + D / 2 : 2 * i + 1;
+            for (uint32_t i = n_rot; i < D; ++i) out[i] = float(h[i]);
+            for (uint32_t i = 0; i < n_rot / 2; ++i) {
+              const double ang = pos * std::pow(double(theta), -2.0 * i / n_rot);
+              const uint32_t ia = neox ? i : 2 * i, ib = neox ? i + n_rot / 2 : 2 * i + 1;
               out[ia] = float(h[ia] * std::cos(ang) - h[ib] * std::sin(ang));
               out[ib] = float(h[ia] * std::sin(ang) + h[ib] * std::cos(ang));
             }

@@ -212,12 +212,21 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
                            q8_row_uints(a.head_dim, a.n_head_kv), q8_scale_off(a.head_dim, a.n_head_kv),
                            uint32_t(rp.n_rot), store_v ? 1u : 0u, rp.freq_scale, rp.ext_factor,
                            rope_consts(rp)};
-  const Pipeline& p = ctx.pipeline(std::string("attn_rope_store_") + kv_type_name(a.kv_type), 7, sizeof push);
+  const bool sg = rope_store_uses_subgroups(ctx, a);
+  constexpr uint32_t kSgHeadsPerWorkgroup = 4;  // HPW of attn_rope_store_sg.comp
+  const uint32_t heads = a.n_head + a.n_head_kv;
+  const Pipeline& p = ctx.pipeline(std::string(sg ? "attn_rope_store_sg_" : "attn_rope_store_") + kv_type_name(a.kv_type),
+                                   7, sizeof push);
   // Without norm the weight bindings are unused: bind q in their place; without v, k and its cache.
   rec.dispatch(p,
                {a.q, a.k, store_v ? a.v : a.k, a.norm ? a.q_norm : a.q, a.norm ? a.k_norm : a.q, a.k_cache,
                 store_v ? a.v_cache : a.k_cache},
-               push, a.n_head + a.n_head_kv, a.n_tokens);
+               push, sg ? (heads + kSgHeadsPerWorkgroup - 1) / kSgHeadsPerWorkgroup : heads, a.n_tokens);
+}
+
+bool rope_store_uses_subgroups(const Context& ctx, const RopeStoreArgs& a) {
+  return !env_off("VKMOE_ROPE_STORE_SG") && ctx.info().subgroup_arithmetic && a.kv_type != KvType::Q8_0 &&
+         a.v.buffer != VK_NULL_HANDLE && a.head_dim % 4 == 0 && a.rope.n_rot % 4 == 0;
 }
 
 bool attention_folds_rope_store(const Context& ctx, const AttentionArgs& a, const RopeStoreArgs& rs) {

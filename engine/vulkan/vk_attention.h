@@ -35,6 +35,10 @@ struct RopeStoreArgs {
   KvType kv_type = KvType::F16;
 };
 void record_rope_store(Recorder& rec, const RopeStoreArgs& a);
+// Whether record_rope_store takes one subgroup per head (attn_rope_store_sg.comp):
+// subgroup arithmetic, an F16 or F32 cache with values, head_dim and n_rot
+// multiples of 4, and VKMOE_ROPE_STORE_SG not 0 (read at each call).
+bool rope_store_uses_subgroups(const Context& ctx, const RopeStoreArgs& a);
 
 // o[t] = softmax(q[t] . K[lo..p]^T * scale) V with p = pos0 + t (causal;
 // grouped-query heads share kv heads), lo = 0, or with a sliding window
