@@ -405,3 +405,33 @@ TEST_P(GemmCoopmatBench, Throughput) {
 
 INSTANTIATE_TEST_SUITE_P(Paths, GemmCoopmatBench, ::testing::Values(&kCoopmat, &kCoopmat2),
                          [](const ::testing::TestParamInfo<const Path*>& i) { return std::string(i.param->name); });
+
+// The dense tile and split-K choice on a device with an H100's limits (no GPU
+// needed), for Qwen3-30B-A3B's products at 512 tokens (PERF.md run 31).
+TEST(GemmCoopmatPlan, DenseTileAndSplitForQwen3Products) {
+  DeviceInfo d;
+  d.subgroup_size = 32;
+  d.max_workgroup_invocations = 1024;
+  d.max_workgroup_size[0] = 1024;
+  d.max_shared_memory_bytes = 49152;
+  CoopMatShape s;
+  s.m = s.n = s.k = 16;
+  s.a_type = s.b_type = kCoopMatF16;
+  s.c_type = s.result_type = kCoopMatF32;
+  s.scope = kCoopMatScopeSubgroup;
+  d.coopmat_shapes = {s};
+  const uint64_t room = 2ull * 2048 * 512 * 4;  // one half of the engine's split-K buffer
+  auto plan = [&](uint32_t nrows, uint32_t ncols, uint64_t r) {
+    const CoopmatPlan p = gemm_coopmat_plan(d, nrows, ncols, 512, r);
+    return p.tile + "/" + std::to_string(p.splits);
+  };
+  EXPECT_EQ(plan(4096, 2048, 0), "L1/0");     // q: 256 workgroups, no split room
+  EXPECT_EQ(plan(4096, 2048, room), "L1/0");  // ... nor split where it has room
+  EXPECT_EQ(plan(512, 2048, room), "L1/8");   // k, v: 32 workgroups, 8 splits of 8 steps
+  EXPECT_EQ(plan(2048, 4096, room), "L1/2");  // output projection: 128 workgroups
+  EXPECT_EQ(plan(2048, 4096, 0), "L1/0");     // without room: the first tile giving 128
+  EXPECT_EQ(plan(128, 2048, room), "XS32/8"); // router: 32 workgroups split in 8
+  EXPECT_EQ(plan(2048, 4096, 4ull * 2048 * 512), "L1/0");  // room for one plane: no split
+  d.coopmat_shapes.clear();
+  EXPECT_EQ(plan(2048, 4096, room), "/0");  // no fragment
+}

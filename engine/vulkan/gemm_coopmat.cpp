@@ -132,12 +132,13 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
 }
 
 // VKMOE_COOPMAT_SHAPE / _IDS_SHAPE, else VKMOE_COOPMAT_TILE, else: expert-grouped,
-// the first that fits; dense with split-K room (splits(t) > 0 where a tile's
-// product would split), the first that fits and reaches kSplitTargetWgs split;
-// else the first that fits and gives kMinWorkgroups, else the fitting one giving the most.
+// the first that fits; dense with split-K room (`splits(t)`: the parts tile t's
+// product would run in, 1 unsplit), the first that fits if, split, it reaches
+// the split target in workgroups; else the first that fits and gives
+// kMinWorkgroups, else the fitting one giving the most.
 template <class Splits>
 const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols,
-                      Splits&& splits) {
+                      bool split_room, Splits&& splits) {
   const Tile* list = indexed ? kIdsTiles : kTiles;
   const size_t n = indexed ? std::size(kIdsTiles) : std::size(kTiles);
   if (const char* shape = std::getenv(indexed ? "VKMOE_COOPMAT_IDS_SHAPE" : "VKMOE_COOPMAT_SHAPE")) {
@@ -164,9 +165,12 @@ const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t
       if (std::string(force) == list[i].name && tile_fits(d, list[i], f)) return &list[i];
   }
   auto workgroups = [&](const Tile& t) { return uint64_t((nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn); };
-  if (!indexed)
+  if (!indexed && split_room)
     for (size_t i = 0; i < n; ++i)
-      if (tile_fits(d, list[i], f) && workgroups(list[i]) * splits(list[i]) >= split_target_wgs()) return &list[i];
+      if (tile_fits(d, list[i], f)) {
+        if (workgroups(list[i]) * splits(list[i]) >= split_target_wgs()) return &list[i];
+        break;
+      }
   const Tile* best = nullptr;
   uint64_t best_wgs = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -180,7 +184,40 @@ const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t
   return best;
 }
 
+struct DenseChoice {
+  const Tile* tile = nullptr;
+  uint32_t k_split = 0;  // columns per split, 0: unsplit
+};
+
+// A dense product's tile and split, with split_room bytes for partial sums (0: none).
+DenseChoice choose_dense(const DeviceInfo& d, const Frag& f, uint32_t nrows, uint32_t ncols, uint32_t n_tokens,
+                         uint64_t split_room) {
+  // VKMOE_GEMM_SPLIT_K=0 turns splitting off (A/B measurements).
+  static const bool split_off = env_off("VKMOE_GEMM_SPLIT_K");
+  if (split_off) split_room = 0;
+  const uint64_t plane_bytes = uint64_t(n_tokens) * nrows * 4;
+  auto k_split_of = [&](const Tile& t) {
+    const uint64_t wgs = uint64_t((nrows + t.bm - 1) / t.bm) * ((n_tokens + t.bn - 1) / t.bn);
+    return split_room && wgs < UINT32_MAX ? split_columns(uint32_t(wgs), ncols, t.bk, plane_bytes, split_room) : 0u;
+  };
+  auto splits = [&](const Tile& t) {
+    const uint32_t ks = k_split_of(t);
+    return ks ? (ncols + ks - 1) / ks : 1u;
+  };
+  const Tile* t = pick_tile(d, f, false, nrows, n_tokens, split_room != 0, splits);
+  return {t, t ? k_split_of(*t) : 0};
+}
+
 }  // namespace
+
+CoopmatPlan gemm_coopmat_plan(const DeviceInfo& d, uint32_t nrows, uint32_t ncols, uint32_t n_tokens,
+                              uint64_t split_room) {
+  const Frag f = pick_fragment(d);
+  if (f.m == 0) return {};
+  const DenseChoice c = choose_dense(d, f, nrows, ncols, n_tokens, split_room);
+  if (!c.tile) return {};
+  return {c.tile->name, c.k_split ? (ncols + c.k_split - 1) / c.k_split : 0};
+}
 
 bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
 #ifndef VKMOE_HAVE_COOPMAT_SHADERS
@@ -191,8 +228,9 @@ bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
   const DeviceInfo& d = ctx.info();
   if (!d.cooperative_matrix || !coopmat_basics(d, t) || d.subgroup_size == 0) return false;
   const Frag f = pick_fragment(d);
-  auto unsplit = [](const Tile&) { return 0u; };
-  return f.m != 0 && pick_tile(d, f, false, 1, 1, unsplit) != nullptr && pick_tile(d, f, true, 1, 1, unsplit) != nullptr;
+  auto unsplit = [](const Tile&) { return 1u; };
+  return f.m != 0 && pick_tile(d, f, false, 1, 1, false, unsplit) != nullptr &&
+         pick_tile(d, f, true, 1, 1, false, unsplit) != nullptr;
 #endif
 }
 
@@ -229,20 +267,13 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
 
   const DeviceInfo& d = ctx.info();
   const Frag f = pick_fragment(d);
-  const uint64_t plane = uint64_t(a.n_tokens) * a.nrows;
-  // VKMOE_GEMM_SPLIT_K=0 turns splitting off (A/B measurements).
-  static const bool split_off = env_off("VKMOE_GEMM_SPLIT_K");
-  const bool may_split = !ids && a.split_k.buffer != VK_NULL_HANDLE && !split_off;
-  // Column range of each split of tile t's product (0: unsplit).
-  auto k_split_of = [&](const Tile& t) {
-    const uint64_t wgs = uint64_t((a.nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn);
-    return may_split && wgs < UINT32_MAX ? split_columns(uint32_t(wgs), a.ncols, t.bk, plane * 4, a.split_k.range) : 0u;
-  };
-  auto splits = [&](const Tile& t) {
-    const uint32_t ks = k_split_of(t);
-    return ks ? (a.ncols + ks - 1) / ks : 0u;
-  };
-  const Tile* t = pick_tile(d, f, ids != nullptr, a.nrows, cols, splits);
+  DenseChoice choice;
+  if (ids)
+    choice.tile = pick_tile(d, f, true, a.nrows, cols, false, [](const Tile&) { return 1u; });
+  else
+    choice = choose_dense(d, f, a.nrows, a.ncols, a.n_tokens,
+                          a.split_k.buffer != VK_NULL_HANDLE ? a.split_k.range : 0);
+  const Tile* t = choice.tile;
   const uint32_t warps = (t->bm / t->wm) * (t->bn / t->wn);
   const std::vector<uint32_t> spec = {warps * d.subgroup_size, t->bm, t->bn, t->wm, t->wn, f.m, f.n, f.k,
                                       d.subgroup_size, t->bk, t->nbuf};
@@ -274,7 +305,8 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     const uint32_t gy = (cols + t->bn - 1) / t->bn;
     if (gy > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many tokens");
     const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_") + T->suffix, 3, sizeof(CoopPush), spec);
-    const uint32_t k_split = k_split_of(*t);
+    const uint32_t k_split = choice.k_split;
+    const uint64_t plane = uint64_t(a.n_tokens) * a.nrows;
     if (k_split == 0) {
       rec.dispatch(pl, {a.w, a.x, a.y}, p, gx, gy);
       return;

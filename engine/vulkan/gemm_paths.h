@@ -18,6 +18,15 @@ inline bool coopmat_basics(const DeviceInfo& d, GgmlType t) {
 // gemm_coopmat.cpp: cooperative-matrix kernels (VK_KHR_cooperative_matrix).
 bool gemm_coopmat_available(const Context& ctx, GgmlType t);
 void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids);
+// The tile and split count (0: unsplit) record_gemm_coopmat gives a dense
+// product of nrows x ncols weights over n_tokens on device d with split_room
+// bytes of split-K room (0: none); an empty tile where none fits.
+struct CoopmatPlan {
+  std::string tile;
+  uint32_t splits = 0;
+};
+CoopmatPlan gemm_coopmat_plan(const DeviceInfo& d, uint32_t nrows, uint32_t ncols, uint32_t n_tokens,
+                              uint64_t split_room);
 
 // gemm_coopmat2.cpp: NVIDIA cooperative-matrix-2 kernels (VK_NV_cooperative_matrix2).
 bool gemm_coopmat2_available(const Context& ctx, GgmlType t);
