@@ -588,7 +588,8 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
           a.norm = norm;
           a.eps = eps;
           a.kv_type = kt;
-          EXPECT_EQ(rope_store_uses_subgroups(*e.ctx, a), sg && kt != KvType::Q8_0 && e.ctx->info().subgroup_arithmetic);
+          EXPECT_EQ(rope_store_uses_subgroups(*e.ctx, a),
+                    sg && kt != KvType::Q8_0 && e.ctx->info().subgroup_arithmetic);
           e.record([&](Recorder& r) { record_rope_store(r, a); });
           unsetenv("VKMOE_ROPE_STORE_SG");
 

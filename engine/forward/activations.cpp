@@ -37,7 +37,8 @@ uint32_t ActivationShape::expert_rows() const { return std::max(k, n_ubatch > 1 
 // The router's largest split, or two planes of the attention projections' outputs
 // (k and v split up to eight times, the output projection in two).
 uint64_t ActivationShape::split_k_half_bytes() const {
-  const uint64_t bytes = std::max(vk::gemm_split_k_bytes(n_expert, n_ubatch), uint64_t(2) * std::max(embd, kv) * n_ubatch * 4);
+  const uint64_t bytes =
+      std::max(vk::gemm_split_k_bytes(n_expert, n_ubatch), uint64_t(2) * std::max(embd, kv) * n_ubatch * 4);
   return (bytes + 255) / 256 * 256;
 }
 

@@ -215,8 +215,8 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
   const bool sg = rope_store_uses_subgroups(ctx, a);
   constexpr uint32_t kSgHeadsPerWorkgroup = 4;  // HPW of attn_rope_store_sg.comp
   const uint32_t heads = a.n_head + a.n_head_kv;
-  const Pipeline& p = ctx.pipeline(std::string(sg ? "attn_rope_store_sg_" : "attn_rope_store_") + kv_type_name(a.kv_type),
-                                   7, sizeof push);
+  const std::string name = std::string(sg ? "attn_rope_store_sg_" : "attn_rope_store_") + kv_type_name(a.kv_type);
+  const Pipeline& p = ctx.pipeline(name, 7, sizeof push);
   // Without norm the weight bindings are unused: bind q in their place; without v, k and its cache.
   rec.dispatch(p,
                {a.q, a.k, store_v ? a.v : a.k, a.norm ? a.q_norm : a.q, a.norm ? a.k_norm : a.q, a.k_cache,
