@@ -194,8 +194,8 @@ void GpuEngine::drop_prepared() {
   prepared_ = nullptr;
 }
 
-// Decoding a 512-token ubatch's rows takes milliseconds on one core (Q4_K
-// 2048 wide: 2.5 ms on the build machine), so a prompt's rows go to the pool.
+// Decoding a 512-token ubatch's rows takes about 0.7 ms on one core (Q4_K
+// 2048 wide, the build machine), so a prompt's rows go to the pool.
 void GpuEngine::embed(const int32_t* tokens, uint32_t n) {
   for (uint32_t t = 0; t < n; ++t)
     if (tokens[t] < 0 || tokens[t] >= c_.n_vocab)
@@ -251,8 +251,8 @@ std::span<const float> GpuEngine::forward(const std::vector<int32_t>& tokens) {
 
 // `r` ends as the recorder holding the last layers. With `submit_early`, the
 // layers before it are submitted in chunks of 1, 2, 4, 8, ... layers as they
-// are recorded, so that the GPU starts while the host records the rest
-// (recording a 512-token ubatch costs milliseconds of host time).
+// are recorded, so that the GPU starts while the host records the rest (with
+// one submission a pp512 run took 4-8 ms longer than its GPU time; PERF.md run 31).
 void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early) {
   const Activations& a = *act_;
   r->copy(in_x_, 0, a.x, 0, uint64_t(n) * c_.n_embd * 4);
