@@ -47,13 +47,10 @@ namespace {
 // The GEMM scratch: the widest product's converted rows (a ubatch's dense
 // products, or the expert slots' gate/up/down inputs).
 uint64_t gemm_scratch_bytes(const ActivationShape& s) {
-  const uint32_t T = s.n_ubatch, R = s.expert_rows();
-  uint64_t bytes = 0;
-  if (s.gemm_converts_x) {
-    const uint32_t dense = std::max({s.embd, s.q, s.ff, s.ff_exp, s.q_lora, s.attn_out});
-    bytes = std::max({bytes, vk::gemm_scratch_bytes(dense, T), vk::gemm_scratch_bytes(std::max(s.embd, s.ff_exp), R)});
-  }
-  return bytes;
+  if (!s.gemm_converts_x) return 0;
+  const uint32_t dense = std::max({s.embd, s.q, s.ff, s.ff_exp, s.q_lora, s.attn_out});
+  return std::max(vk::gemm_scratch_bytes(dense, s.n_ubatch),
+                  vk::gemm_scratch_bytes(std::max(s.embd, s.ff_exp), s.expert_rows()));
 }
 
 template <class F>

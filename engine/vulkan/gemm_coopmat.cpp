@@ -13,6 +13,7 @@
 // an optional sixth field NBUF (1 or 2).
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <string>
 
@@ -100,12 +101,15 @@ struct SplitSumPush {
 // of an H100) and at least 2 * kSplitMinSteps steps runs as up to kMaxSplits
 // column ranges of at least kSplitMinSteps steps each (the router, f32 2048 -> 128 at
 // 512 tokens: 32 workgroups of 64 steps).
-// VKMOE_GEMM_SPLIT_K=N (N >= 2) sets the target instead (benchmarks).
+// VKMOE_GEMM_SPLIT_K=N (N >= 2) sets the target instead, 0 turns splitting off
+// (benchmarks, A/B measurements).
 constexpr uint32_t kSplitTargetWgs = 256, kSplitMinSteps = 8, kMaxSplits = 8;
 
+// The split target in workgroups; 0: no splitting.
 uint32_t split_target_wgs() {
   static const uint32_t target = [] {
     const char* v = std::getenv("VKMOE_GEMM_SPLIT_K");
+    if (v && std::strcmp(v, "0") == 0) return 0u;
     const unsigned long n = v ? std::strtoul(v, nullptr, 10) : 0;
     return n >= 2 ? uint32_t(n) : kSplitTargetWgs;
   }();
@@ -131,14 +135,13 @@ void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: coopmat GEMM ") + what + " range exceeds 4 GiB");
 }
 
-// VKMOE_COOPMAT_SHAPE / _IDS_SHAPE, else VKMOE_COOPMAT_TILE, else: expert-grouped,
-// the first that fits; dense with split-K room (`splits(t)`: the parts tile t's
-// product would run in, 1 unsplit), the first that fits if, split, it reaches
-// the split target in workgroups; else the first that fits and gives
-// kMinWorkgroups, else the fitting one giving the most.
-template <class Splits>
-const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols,
-                      bool split_room, Splits&& splits) {
+uint64_t workgroups(const Tile& t, uint32_t nrows, uint32_t cols) {
+  return uint64_t((nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn);
+}
+
+// The tile a benchmark forces, if it fits: VKMOE_COOPMAT_SHAPE / _IDS_SHAPE,
+// else VKMOE_COOPMAT_TILE; null when none is set.
+const Tile* forced_tile(const DeviceInfo& d, const Frag& f, bool indexed) {
   const Tile* list = indexed ? kIdsTiles : kTiles;
   const size_t n = indexed ? std::size(kIdsTiles) : std::size(kTiles);
   if (const char* shape = std::getenv(indexed ? "VKMOE_COOPMAT_IDS_SHAPE" : "VKMOE_COOPMAT_SHAPE")) {
@@ -164,24 +167,30 @@ const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t
     for (size_t i = 0; i < n; ++i)
       if (std::string(force) == list[i].name && tile_fits(d, list[i], f)) return &list[i];
   }
-  auto workgroups = [&](const Tile& t) { return uint64_t((nrows + t.bm - 1) / t.bm) * ((cols + t.bn - 1) / t.bn); };
-  if (!indexed && split_room)
-    for (size_t i = 0; i < n; ++i)
-      if (tile_fits(d, list[i], f)) {
-        if (workgroups(list[i]) * splits(list[i]) >= split_target_wgs()) return &list[i];
-        break;
-      }
+  return nullptr;
+}
+
+// Expert-grouped: the first tile that fits; dense: the first that fits and
+// gives kMinWorkgroups, else the fitting one giving the most.
+const Tile* default_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols) {
+  const Tile* list = indexed ? kIdsTiles : kTiles;
+  const size_t n = indexed ? std::size(kIdsTiles) : std::size(kTiles);
   const Tile* best = nullptr;
   uint64_t best_wgs = 0;
   for (size_t i = 0; i < n; ++i) {
     const Tile& t = list[i];
     if (!tile_fits(d, t, f)) continue;
     if (indexed) return &t;
-    const uint64_t wgs = workgroups(t);
+    const uint64_t wgs = workgroups(t, nrows, cols);
     if (wgs >= kMinWorkgroups) return &t;
     if (wgs > best_wgs) best = &t, best_wgs = wgs;
   }
   return best;
+}
+
+const Tile* pick_tile(const DeviceInfo& d, const Frag& f, bool indexed, uint32_t nrows, uint32_t cols) {
+  const Tile* t = forced_tile(d, f, indexed);
+  return t ? t : default_tile(d, f, indexed, nrows, cols);
 }
 
 struct DenseChoice {
@@ -189,22 +198,29 @@ struct DenseChoice {
   uint32_t k_split = 0;  // columns per split, 0: unsplit
 };
 
-// A dense product's tile and split, with split_room bytes for partial sums (0: none).
+// A dense product's tile and split, with split_room bytes for partial sums (0:
+// none): the forced tile, else with room the first tile that fits if, split, it
+// reaches the split target in workgroups, else default_tile's; split where the
+// room allows.
 DenseChoice choose_dense(const DeviceInfo& d, const Frag& f, uint32_t nrows, uint32_t ncols, uint32_t n_tokens,
                          uint64_t split_room) {
-  // VKMOE_GEMM_SPLIT_K=0 turns splitting off (A/B measurements).
-  static const bool split_off = env_off("VKMOE_GEMM_SPLIT_K");
-  if (split_off) split_room = 0;
+  const uint32_t target = split_target_wgs();
+  if (target == 0) split_room = 0;
   const uint64_t plane_bytes = uint64_t(n_tokens) * nrows * 4;
   auto k_split_of = [&](const Tile& t) {
-    const uint64_t wgs = uint64_t((nrows + t.bm - 1) / t.bm) * ((n_tokens + t.bn - 1) / t.bn);
+    const uint64_t wgs = workgroups(t, nrows, n_tokens);
     return split_room && wgs < UINT32_MAX ? split_columns(uint32_t(wgs), ncols, t.bk, plane_bytes, split_room) : 0u;
   };
-  auto splits = [&](const Tile& t) {
-    const uint32_t ks = k_split_of(t);
-    return ks ? (ncols + ks - 1) / ks : 1u;
-  };
-  const Tile* t = pick_tile(d, f, false, nrows, n_tokens, split_room != 0, splits);
+  const Tile* t = forced_tile(d, f, false);
+  if (!t && split_room)
+    for (const Tile& first : kTiles)
+      if (tile_fits(d, first, f)) {
+        const uint32_t ks = k_split_of(first);
+        const uint64_t parts = ks ? (ncols + ks - 1) / ks : 1;
+        if (workgroups(first, nrows, n_tokens) * parts >= target) t = &first;
+        break;
+      }
+  if (!t) t = default_tile(d, f, false, nrows, n_tokens);
   return {t, t ? k_split_of(*t) : 0};
 }
 
@@ -228,9 +244,7 @@ bool gemm_coopmat_available(const Context& ctx, GgmlType t) {
   const DeviceInfo& d = ctx.info();
   if (!d.cooperative_matrix || !coopmat_basics(d, t) || d.subgroup_size == 0) return false;
   const Frag f = pick_fragment(d);
-  auto unsplit = [](const Tile&) { return 1u; };
-  return f.m != 0 && pick_tile(d, f, false, 1, 1, false, unsplit) != nullptr &&
-         pick_tile(d, f, true, 1, 1, false, unsplit) != nullptr;
+  return f.m != 0 && pick_tile(d, f, false, 1, 1) != nullptr && pick_tile(d, f, true, 1, 1) != nullptr;
 #endif
 }
 
@@ -269,7 +283,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   const Frag f = pick_fragment(d);
   DenseChoice choice;
   if (ids)
-    choice.tile = pick_tile(d, f, true, a.nrows, cols, false, [](const Tile&) { return 1u; });
+    choice.tile = pick_tile(d, f, true, a.nrows, cols);
   else
     choice = choose_dense(d, f, a.nrows, a.ncols, a.n_tokens,
                           a.split_k.buffer != VK_NULL_HANDLE ? a.split_k.range : 0);
