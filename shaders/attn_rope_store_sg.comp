@@ -15,26 +15,7 @@
 #define WG 128
 #define HPW 4
 layout(local_size_x = WG) in;
-layout(std430, binding = 0) buffer Q { float q[]; };
-layout(std430, binding = 1) readonly buffer K { float k[]; };
-layout(std430, binding = 2) readonly buffer V { float v[]; };
-layout(std430, binding = 3) readonly buffer QW { float qw[]; };
-layout(std430, binding = 4) readonly buffer KW { float kw[]; };
-#if KV_F16
-layout(std430, binding = 5) writeonly buffer KC { uint k_cache[]; };
-layout(std430, binding = 6) writeonly buffer VC { uint v_cache[]; };
-#else
-layout(std430, binding = 5) writeonly buffer KC { float k_cache[]; };
-layout(std430, binding = 6) writeonly buffer VC { float v_cache[]; };
-#endif
-layout(push_constant) uniform P {
-  uint q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
-  float eps;
-  uint kv_row, kv_scale_off;  // unused (Q8_0 caches take attn_rope_store.comp)
-  uint n_rot;
-  uint store_v;
-  float freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;  // cpu/rope.h RopeParams / RopeConsts
-} p;
+#include "rope_store_io.glsl"
 
 #include "rope.glsl"
 
