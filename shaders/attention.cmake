@@ -13,4 +13,5 @@ vkmoe_shader(attn_split_reduce attn_split_reduce.comp)
 # Prompt attention with cooperative matrices (glslang 15, see gemm_coopmat.cmake).
 if(VKMOE_HAVE_COOPMAT_SHADERS)
   vkmoe_coopmat_shader(attn_flash_cm attn_flash_cm.comp)
+  vkmoe_coopmat_shader(attn_flash_cm_1p attn_flash_cm.comp ONE_PASS=1)
 endif()

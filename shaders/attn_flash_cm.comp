@@ -9,11 +9,17 @@
 // be addressed by row): pass 1 finds each row's maximum score, pass 2
 // accumulates O += P V with P = exp2(s - max) <= 1 rounded to f16, and its
 // row sums. q is pre-scaled by scale * log2(e) and rounded to f16.
+// ONE_PASS: one pass over the keys instead, each row's reference maximum m
+// raised only when a tile's scores pass it by more than RAISE (log2 units), so
+// that P = exp2(s - m) <= 2^RAISE stays well inside f16; a raise rescales l
+// and the accumulators (stored, scaled by row, loaded back through the
+// subgroup's score area).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_vote : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_GOOGLE_include_directive : require
@@ -128,6 +134,75 @@ void main() {
     subgroupBarrier();                                                                        \
   }
 
+  // O += P V for the probabilities of key block kk (16 keys) in p_sh.
+#define PV_STEP(i)                                                                                       \
+  if (ND > i) {                                                                                         \
+    FRAG_B vb;                                                                                          \
+    coopMatLoad(vb, kv_sh, (BC + kk * 16) * KS4 + i * 4, KS4, gl_CooperativeMatrixLayoutRowMajor);       \
+    oa##i = coopMatMulAdd(pf, vb, oa##i);                                                                 \
+  }
+
+#ifdef ONE_PASS
+  const float RAISE = 8.0;
+  ACC oa0 = ACC(0.0), oa1 = ACC(0.0), oa2 = ACC(0.0), oa3 = ACC(0.0), oa4 = ACC(0.0), oa5 = ACC(0.0),
+      oa6 = ACC(0.0), oa7 = ACC(0.0);
+  float m = NEG, l = 0.0;
+  bool started = false;  // accumulators hold sums (else zeros, which need no rescale)
+  const uint p_base = sg * 16 * PS4;
+  // One accumulator fragment through the score area, each row times row_m[] (here the factors).
+#define RESCALE_O(i)                                                                                     \
+  if (ND > i) {                                                                                         \
+    coopMatStore(oa##i, s_sh, s_base, SS, gl_CooperativeMatrixLayoutRowMajor);                           \
+    subgroupMemoryBarrierShared();                                                                      \
+    subgroupBarrier();                                                                                  \
+    for (uint e = lane; e < 16 * 16; e += SG) s_sh[s_base + (e / 16) * SS + e % 16] *= row_m[sg * 16 + e / 16]; \
+    subgroupMemoryBarrierShared();                                                                      \
+    subgroupBarrier();                                                                                  \
+    coopMatLoad(oa##i, s_sh, s_base, SS, gl_CooperativeMatrixLayoutRowMajor);                            \
+    subgroupBarrier();                                                                                  \
+  }
+  for (uint tile0 = kv_lo; tile0 < kv_hi; tile0 += BC) {
+    barrier();
+    load_tile(tile0, kv_hi, g, true);
+    barrier();
+    SCORES()
+    float mt = NEG;
+    for (uint j = 0; j < KPL; ++j) {
+      const uint key = tile0 + k0 + j;
+      if (key <= limit && key >= first && key < kv_hi) mt = max(mt, s_sh[s_base + lr * SS + k0 + j]);
+    }
+    for (uint w = 1; w < LPR; w *= 2) mt = max(mt, subgroupShuffleXor(mt, w));
+    const bool raise = subgroupAny(mt > m + RAISE);
+    if (raise) {
+      const float mn = max(m, mt), f = exp2(m - mn);  // 0 while the row had no key
+      m = mn;
+      l *= f;
+      if (lane % LPR == 0) row_m[sg * 16 + lr] = f;
+    }
+    for (uint j = 0; j < KPL; j += 4) {
+      f16vec4 pv;
+      [[unroll]] for (uint e = 0; e < 4; ++e) {
+        const uint key = tile0 + k0 + j + e;
+        const bool ok = key <= limit && key >= first && key < kv_hi;
+        pv[e] = float16_t(ok ? exp2(s_sh[s_base + lr * SS + k0 + j + e] - m) : 0.0);
+        l += float(pv[e]);
+      }
+      p_sh[p_base + lr * PS4 + (k0 + j) / 4] = pv;
+    }
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    if (raise && started) {
+      EACH_D(RESCALE_O)
+    }
+    started = true;
+    [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {
+      FRAG_A pf;
+      coopMatLoad(pf, p_sh, p_base + kk * 4, PS4, gl_CooperativeMatrixLayoutRowMajor);
+      EACH_D(PV_STEP)
+    }
+    subgroupBarrier();
+  }
+#else
   // Pass 1: each row's maximum over the keys it sees.
   float m = NEG;
   for (uint tile0 = kv_lo; tile0 < kv_hi; tile0 += BC) {
@@ -168,16 +243,11 @@ void main() {
     [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {
       FRAG_A pf;
       coopMatLoad(pf, p_sh, p_base + kk * 4, PS4, gl_CooperativeMatrixLayoutRowMajor);
-#define PV_STEP(i)                                                                                       \
-  if (ND > i) {                                                                                         \
-    FRAG_B vb;                                                                                          \
-    coopMatLoad(vb, kv_sh, (BC + kk * 16) * KS4 + i * 4, KS4, gl_CooperativeMatrixLayoutRowMajor);       \
-    oa##i = coopMatMulAdd(pf, vb, oa##i);                                                                 \
-  }
       EACH_D(PV_STEP)
     }
     subgroupBarrier();
   }
+#endif
   for (uint w = 1; w < LPR; w *= 2) l += subgroupShuffleXor(l, w);
   if (lane % LPR == 0) {
     row_m[sg * 16 + lr] = m;
