@@ -134,12 +134,38 @@ void main() {
     subgroupBarrier();                                                                        \
   }
 
-  // O += P V for the probabilities of key block kk (16 keys) in p_sh.
+  // The maximum of mx and this lane's scores of the tile's keys its row sees.
+#define ROW_MAX(mx)                                                                             \
+  for (uint j = 0; j < KPL; ++j) {                                                              \
+    const uint key = tile0 + k0 + j;                                                            \
+    if (key <= limit && key >= first && key < kv_hi) mx = max(mx, s_sh[s_base + lr * SS + k0 + j]); \
+  }
+  // P = exp2(s - m) of the scored tile, rounded to f16, into p_sh; its sum into l.
+#define PROBS()                                                                                 \
+  for (uint j = 0; j < KPL; j += 4) {                                                           \
+    f16vec4 pv;                                                                                 \
+    [[unroll]] for (uint e = 0; e < 4; ++e) {                                                   \
+      const uint key = tile0 + k0 + j + e;                                                      \
+      const bool ok = key <= limit && key >= first && key < kv_hi;                              \
+      pv[e] = float16_t(ok ? exp2(s_sh[s_base + lr * SS + k0 + j + e] - m) : 0.0);              \
+      l += float(pv[e]);                                                                        \
+    }                                                                                           \
+    p_sh[p_base + lr * PS4 + (k0 + j) / 4] = pv;                                                \
+  }                                                                                             \
+  subgroupMemoryBarrierShared();                                                                \
+  subgroupBarrier();
+  // O += P V over the tile's value rows, 16 keys (kk) at a time.
 #define PV_STEP(i)                                                                                       \
   if (ND > i) {                                                                                         \
     FRAG_B vb;                                                                                          \
     coopMatLoad(vb, kv_sh, (BC + kk * 16) * KS4 + i * 4, KS4, gl_CooperativeMatrixLayoutRowMajor);       \
     oa##i = coopMatMulAdd(pf, vb, oa##i);                                                                 \
+  }
+#define PV_TILE()                                                                               \
+  [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {                                            \
+    FRAG_A pf;                                                                                  \
+    coopMatLoad(pf, p_sh, p_base + kk * 4, PS4, gl_CooperativeMatrixLayoutRowMajor);            \
+    EACH_D(PV_STEP)                                                                             \
   }
 
 #ifdef ONE_PASS
@@ -167,10 +193,7 @@ void main() {
     barrier();
     SCORES()
     float mt = NEG;
-    for (uint j = 0; j < KPL; ++j) {
-      const uint key = tile0 + k0 + j;
-      if (key <= limit && key >= first && key < kv_hi) mt = max(mt, s_sh[s_base + lr * SS + k0 + j]);
-    }
+    ROW_MAX(mt)
     for (uint w = 1; w < LPR; w *= 2) mt = max(mt, subgroupShuffleXor(mt, w));
     const bool raise = subgroupAny(mt > m + RAISE);
     if (raise) {
@@ -179,27 +202,12 @@ void main() {
       l *= f;
       if (lane % LPR == 0) row_m[sg * 16 + lr] = f;
     }
-    for (uint j = 0; j < KPL; j += 4) {
-      f16vec4 pv;
-      [[unroll]] for (uint e = 0; e < 4; ++e) {
-        const uint key = tile0 + k0 + j + e;
-        const bool ok = key <= limit && key >= first && key < kv_hi;
-        pv[e] = float16_t(ok ? exp2(s_sh[s_base + lr * SS + k0 + j + e] - m) : 0.0);
-        l += float(pv[e]);
-      }
-      p_sh[p_base + lr * PS4 + (k0 + j) / 4] = pv;
-    }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
+    PROBS()
     if (raise && started) {
       EACH_D(RESCALE_O)
     }
     started = true;
-    [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {
-      FRAG_A pf;
-      coopMatLoad(pf, p_sh, p_base + kk * 4, PS4, gl_CooperativeMatrixLayoutRowMajor);
-      EACH_D(PV_STEP)
-    }
+    PV_TILE()
     subgroupBarrier();
   }
 #else
@@ -210,10 +218,7 @@ void main() {
     load_tile(tile0, kv_hi, g, false);
     barrier();
     SCORES()
-    for (uint j = 0; j < KPL; ++j) {
-      const uint key = tile0 + k0 + j;
-      if (key <= limit && key >= first && key < kv_hi) m = max(m, s_sh[s_base + lr * SS + k0 + j]);
-    }
+    ROW_MAX(m)
     subgroupBarrier();
   }
   for (uint w = 1; w < LPR; w *= 2) m = max(m, subgroupShuffleXor(m, w));
@@ -228,23 +233,8 @@ void main() {
     load_tile(tile0, kv_hi, g, true);
     barrier();
     SCORES()
-    for (uint j = 0; j < KPL; j += 4) {
-      f16vec4 pv;
-      [[unroll]] for (uint e = 0; e < 4; ++e) {
-        const uint key = tile0 + k0 + j + e;
-        const bool ok = key <= limit && key >= first && key < kv_hi;
-        pv[e] = float16_t(ok ? exp2(s_sh[s_base + lr * SS + k0 + j + e] - m) : 0.0);
-        l += float(pv[e]);
-      }
-      p_sh[p_base + lr * PS4 + (k0 + j) / 4] = pv;
-    }
-    subgroupMemoryBarrierShared();
-    subgroupBarrier();
-    [[unroll]] for (uint kk = 0; kk < BC / 16; ++kk) {
-      FRAG_A pf;
-      coopMatLoad(pf, p_sh, p_base + kk * 4, PS4, gl_CooperativeMatrixLayoutRowMajor);
-      EACH_D(PV_STEP)
-    }
+    PROBS()
+    PV_TILE()
     subgroupBarrier();
   }
 #endif
