@@ -1,5 +1,5 @@
-# Cooperative-matrix GEMMs: gemm_coopmat_<type> and the expert-grouped
-# gemm_coopmat_ids_<type> (KHR, engine/vulkan/gemm_coopmat.cpp), gemm_cm2_<type>
+# Cooperative-matrix GEMMs: gemm_coopmat_<type>, the expert-grouped
+# gemm_coopmat_ids_<type> and its gate/up form gemm_coopmat_glu_<type> (KHR, engine/vulkan/gemm_coopmat.cpp), gemm_cm2_<type>
 # and gemm_cm2_ids_<type> (NV_cooperative_matrix2, gemm_coopmat2.cpp).
 # Compiled with glslang 15 (VKMOE_GLSLANG15, built by scripts/build_glslang.sh)
 # since Debian 12's glslc has neither extension; skipped when it is absent.
@@ -39,6 +39,7 @@ foreach(t f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7)
   list(GET tv 1 tid)
   vkmoe_coopmat_shader(gemm_coopmat_${tname} gemm_coopmat.comp WTYPE=${tid})
   vkmoe_coopmat_shader(gemm_coopmat_ids_${tname} gemm_coopmat.comp WTYPE=${tid} INDEXED=1)
+  vkmoe_coopmat_shader(gemm_coopmat_glu_${tname} gemm_coopmat.comp WTYPE=${tid} INDEXED=1 GLU=1)
   vkmoe_coopmat_shader(gemm_cm2_${tname} gemm_cm2.comp WTYPE=${tid})
   vkmoe_coopmat_shader(gemm_cm2_ids_${tname} gemm_cm2.comp WTYPE=${tid} INDEXED=1)
 endforeach()

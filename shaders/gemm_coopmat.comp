@@ -3,7 +3,10 @@
 // GL_KHR_cooperative_matrix: f16 inputs, f32 accumulation (see vk_gemm.h).
 // Compile-time: WTYPE (1=f32 2=f16 3=bf16 4=q8_0 5=q4_k 6=q5_k 7=q6_k, as in
 // matvec.comp), INDEXED (expert-grouped over a MoE table: one workgroup
-// column = one table tile of BN = kMoeTileRows slot rows, one expert).
+// column = one table tile of BN = kMoeTileRows slot rows, one expert), GLU
+// (INDEXED only: y = glu(W x, U x) as shaders/glu.glsl, U the up weights at
+// binding 4; a workgroup's BM rows are BM / 2 features, gate and up fragments
+// alternating so that each subgroup holds both of its features' products).
 // Split-K (k_split != 0, not INDEXED): workgroup z multiplies columns
 // [z k_split, (z + 1) k_split) into plane z of y (gemm_split_sum.comp adds them).
 // Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
@@ -28,6 +31,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_cooperative_matrix : require
+#extension GL_GOOGLE_include_directive : require
 
 #define WT_F32 1
 #define WT_F16 2
@@ -38,6 +42,12 @@
 #define WT_Q6_K 7
 #ifndef INDEXED
 #define INDEXED 0
+#endif
+#ifndef GLU
+#define GLU 0
+#endif
+#if GLU && !INDEXED
+#error "GLU needs INDEXED"
 #endif
 
 #if WTYPE == WT_F32 || WTYPE == WT_F16 || WTYPE == WT_BF16
@@ -91,6 +101,11 @@ layout(set = 0, binding = 2) buffer Y { float y[]; };
 #if INDEXED
 layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
 #endif
+#if GLU
+layout(set = 0, binding = 4) readonly buffer U4 { uvec4 u4[]; };
+layout(set = 0, binding = 4) readonly buffer U2 { uint16_t u2[]; };
+layout(set = 0, binding = 4) readonly buffer U1 { uint u1[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint ncols, nrows, n_tokens, w_offset;
@@ -99,6 +114,7 @@ layout(push_constant) uniform Push {
   uint expert_stride, n_experts, gather_x;
   uint count_off, tile_expert_off, slot_token_off;
   uint k_split, split_stride;  // split-K: columns per workgroup z (0: all), floats between z's partial planes
+  uint glu_act;                // GLU: the activation (glu.glsl)
 } p;
 
 shared f16vec4 sa[NBUF * BM * SROW];
@@ -109,17 +125,6 @@ shared float sout[WARPS * TM * TN];
 struct Raw {
   uvec4 a, b, c, d;
 };
-
-uint ld32(uint i) { return uint(w2[i]) | (uint(w2[i + 1]) << 16); }
-
-// The 16 bytes from 16-bit word i on, by 32-bit loads (a word more, shifted,
-// where i is odd; those 2 bytes past the end stay inside the block).
-uvec4 ld128(uint i) {
-  const uint j = i >> 1;
-  if ((i & 1u) == 0) return uvec4(w1[j], w1[j + 1], w1[j + 2], w1[j + 3]);
-  const uint a = w1[j], b = w1[j + 1], c = w1[j + 2], d = w1[j + 3], f = w1[j + 4];
-  return uvec4((a >> 16) | (b << 16), (b >> 16) | (c << 16), (c >> 16) | (d << 16), (d >> 16) | (f << 16));
-}
 
 void put(inout f16vec4 v[4], vec4 f0, vec4 f1, vec4 f2, vec4 f3) {
   v[0] = f16vec4(f0);
@@ -156,51 +161,28 @@ vec2 k_scale_min(uvec4 h, uint j) {
 }
 #endif
 
-// Loads the 16-element chunk at column kc (a multiple of 16) of weight row bytes rb.
-Raw load_w(uint rb, uint kc) {
-  Raw r;
-  const uint k0 = kc & ~31u, half_ = (kc >> 4) & 1u;
-#if !defined(FLOAT_W)
-  r.a = r.b = r.c = r.d = uvec4(0);
-  if (kc >= p.ncols) return r;  // past the row (BK > 32): decodes to zeros
+#define WB4 w4
+#define WB2 w2
+#define WB1 w1
+#define LD32 ld32
+#define LD128 ld128
+#define LOAD_W load_w
+#include "gemm_coopmat_load.glsl"
+#if GLU
+#undef WB4
+#undef WB2
+#undef WB1
+#undef LD32
+#undef LD128
+#undef LOAD_W
+#define WB4 u4
+#define WB2 u2
+#define WB1 u1
+#define LD32 ld32_u
+#define LD128 ld128_u
+#define LOAD_W load_u
+#include "gemm_coopmat_load.glsl"
 #endif
-#if WTYPE == WT_F32
-  const uint i = (rb >> 4) + kc / 4;
-  if (kc < p.ncols) { r.a = w4[i]; r.b = w4[i + 1]; }
-  if (kc + 8 < p.ncols) { r.c = w4[i + 2]; r.d = w4[i + 3]; }
-#elif WTYPE == WT_F16 || WTYPE == WT_BF16
-  const uint i = (rb >> 4) + kc / 8;
-  if (kc < p.ncols) r.a = w4[i];
-  if (kc + 8 < p.ncols) r.b = w4[i + 1];
-#elif WTYPE == WT_Q8_0
-  const uint hw = (rb >> 1) + (k0 / 32) * 17;  // 34-byte block = 17 u16
-  const uint q = hw + 1 + 8 * half_;
-  r.a = uvec4(ld32(q), ld32(q + 2), ld32(q + 4), ld32(q + 6));
-  r.b.x = uint(w2[hw]);
-#elif WTYPE == WT_Q4_K
-  const uint bi = (rb >> 4) + (k0 / 256) * 9;  // 144-byte block = 9 uvec4
-  const uint sub = (k0 % 256) / 32;
-  r.a = w4[bi];                                  // d, dmin, scales
-  r.b = w4[bi + 1 + (sub >> 1) * 2 + half_];     // qs[32*(sub/2) + 16*half ..]
-#elif WTYPE == WT_Q5_K
-  const uint bi = (rb >> 4) + (k0 / 256) * 11;  // 176-byte block = 11 uvec4
-  const uint sub = (k0 % 256) / 32;
-  r.a = w4[bi];
-  r.c = w4[bi + 1 + half_];                     // qh[16*half ..]
-  r.b = w4[bi + 3 + (sub >> 1) * 2 + half_];    // qs[32*(sub/2) + 16*half ..]
-#elif WTYPE == WT_Q6_K
-  // ql[128] @0, qh[64] @128, scales[16] @192, d @208; elements 128n + 32m + l.
-  const uint hw = (rb >> 1) + (k0 / 256) * 105;  // 210-byte block = 105 u16
-  const uint e = k0 % 256, n = e / 128, m = (e % 128) / 32;
-  const uint ql = hw + (64 * n + 32 * (m & 1u) + 16 * half_) / 2;
-  const uint qh = hw + (128 + 32 * n + 16 * half_) / 2;
-  r.a = ld128(ql);
-  r.b = ld128(qh);
-  r.c.x = uint(w2[hw + (192 + 8 * n + 2 * m + half_) / 2]);  // scale byte pair
-  r.c.y = uint(w2[hw + 104]);
-#endif
-  return r;
-}
 
 // Decodes a chunk loaded by load_w into 16 f16 values.
 void decode_w(Raw r, uint kc, out f16vec4 v[4]) {
@@ -281,16 +263,17 @@ vec4 load_x(int row, uint k) {
 
 uint row0, col0;  // the workgroup's first weight row and token (or slot)
 
-// Fragment (i, j) of this subgroup: through shared memory, then per element
+// A fragment of this subgroup, its rows from the workgroup's row rt on, its
+// columns fragment j of the subgroup's: through shared memory, then per element
 // with bounds checks.
-void store_frag(ACC c, uint i, uint j) {
+void store_frag(ACC c, uint rt, uint j) {
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = warp % WARPS_M, wn = warp / WARPS_M;
   coopMatStore(c, sout, warp * TM * TN, TM, gl_CooperativeMatrixLayoutColumnMajor);
   subgroupMemoryBarrierShared();
   subgroupBarrier();
   for (uint e = lane; e < TM * TN; e += SG) {
-    const uint r = row0 + wm * WM + i * TM + e % TM, n = col0 + wn * WN + j * TN + e / TM;
+    const uint r = row0 + rt + e % TM, n = col0 + wn * WN + j * TN + e / TM;
 #if INDEXED
     const bool ok = r < p.nrows && table[p.slot_token_off + n] >= 0;
 #else
@@ -304,11 +287,21 @@ void store_frag(ACC c, uint i, uint j) {
   subgroupBarrier();
 }
 
+#if GLU
+#include "glu.glsl"
+// The activation element by element (both fragments have one element layout).
+ACC glu_frag(ACC g, ACC u) {
+  ACC h = ACC(0.0);
+  for (int k = 0; k < h.length(); ++k) h[k] = glu(g[k], u[k], p.glu_act);
+  return h;
+}
+#endif
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
   const uint wm = warp % WARPS_M, wn = warp / WARPS_M;
-  row0 = gl_WorkGroupID.x * BM;
+  row0 = gl_WorkGroupID.x * (GLU != 0 ? BM / 2 : BM);  // GLU: features
   uint wbase = p.w_offset;
 #if INDEXED
   const uint tile = gl_WorkGroupID.y;
@@ -324,10 +317,19 @@ void main() {
 
   // Per-thread chunk assignments (fixed over the K loop).
   uint a_rb[A_PER_T];
+  bool a_up[A_PER_T];  // GLU: the chunk is from the up weights
   int b_row[B_PER_T];
   [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {
-    const uint c = min(tid + i * WG, A_CHUNKS - 1);
-    a_rb[i] = wbase + min(row0 + c / CPR, p.nrows - 1) * row_bytes;  // tail rows repeat the last row
+    const uint c = min(tid + i * WG, A_CHUNKS - 1), lr = c / CPR;
+#if GLU
+    // Fragment row f of the tile: gate (f even) or up (f odd) of features row0 + (f / 2) TM ...
+    const uint f = lr / TM, r = row0 + (f >> 1) * TM + lr % TM;
+    a_up[i] = (f & 1u) != 0;
+#else
+    const uint r = row0 + lr;
+    a_up[i] = false;
+#endif
+    a_rb[i] = wbase + min(r, p.nrows - 1) * row_bytes;  // tail rows repeat the last row
   }
   [[unroll]] for (uint i = 0; i < B_PER_T; ++i) {
     const uint n = min(tid + i * WG, B_UNITS - 1) / XPR;
@@ -366,9 +368,19 @@ void main() {
     if (B_UNITS % WG == 0 || u < B_UNITS)                                     \
       sb[(buf) * BN * SROW + (u / XPR) * SROW + u % XPR] = f16vec4(rx[i]);    \
   }
+#if GLU
+#define LOAD_A(i, kc) \
+  if (a_up[i])        \
+    ra[i] = load_u(a_rb[i], kc); \
+  else                \
+    ra[i] = load_w(a_rb[i], kc);
+#else
+#define LOAD_A(i, kc) ra[i] = load_w(a_rb[i], kc);
+#endif
 #define LOAD_STEP(k0)                                                                   \
-  [[unroll]] for (uint i = 0; i < A_PER_T; ++i)                                         \
-    ra[i] = load_w(a_rb[i], (k0) + 16 * ((tid + i * WG) % CPR));                        \
+  [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {                                       \
+    LOAD_A(i, (k0) + 16 * ((tid + i * WG) % CPR))                                       \
+  }                                                                                     \
   [[unroll]] for (uint i = 0; i < B_PER_T; ++i)                                         \
     rx[i] = load_x(b_row[i], (k0) + 4 * ((tid + i * WG) % XPR));
 
@@ -407,14 +419,26 @@ void main() {
     barrier();
   }
 
-  store_frag(c00, 0, 0);
-  if (NI > 1) store_frag(c10, 1, 0);
-  if (NI > 2) store_frag(c20, 2, 0);
-  if (NI > 3) store_frag(c30, 3, 0);
+#if GLU
+  // Fragments (0, 1) and (2, 3) of a column: gate and up of TM features each.
+  const uint rt = wm * (NI / 2) * TM;
+  store_frag(glu_frag(c00, c10), rt, 0);
+  if (NI > 2) store_frag(glu_frag(c20, c30), rt + TM, 0);
   if (NJ > 1) {
-    store_frag(c01, 0, 1);
-    if (NI > 1) store_frag(c11, 1, 1);
-    if (NI > 2) store_frag(c21, 2, 1);
-    if (NI > 3) store_frag(c31, 3, 1);
+    store_frag(glu_frag(c01, c11), rt, 1);
+    if (NI > 2) store_frag(glu_frag(c21, c31), rt + TM, 1);
   }
+#else
+  const uint rt = wm * WM;
+  store_frag(c00, rt, 0);
+  if (NI > 1) store_frag(c10, rt + TM, 0);
+  if (NI > 2) store_frag(c20, rt + 2 * TM, 0);
+  if (NI > 3) store_frag(c30, rt + 3 * TM, 0);
+  if (NJ > 1) {
+    store_frag(c01, rt, 1);
+    if (NI > 1) store_frag(c11, rt + TM, 1);
+    if (NI > 2) store_frag(c21, rt + 2 * TM, 1);
+    if (NI > 3) store_frag(c31, rt + 3 * TM, 1);
+  }
+#endif
 }

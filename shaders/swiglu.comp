@@ -15,5 +15,5 @@ void main() {
   const uint i = gl_GlobalInvocationID.x;
   if (i >= p.n) return;
   if (p.row_elems != 0 && (p.g_off + i) / p.row_elems / MOE_TILE_ROWS >= table[p.count_off]) return;
-  g[p.g_off + i] = glu(vec4(g[p.g_off + i]), vec4(u[p.u_off + i]), p.act).x;
+  g[p.g_off + i] = glu(g[p.g_off + i], u[p.u_off + i], p.act);
 }

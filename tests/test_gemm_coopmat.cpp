@@ -6,6 +6,8 @@
 // glslang 15 (lavapipe, CI); scripts/gpu_coopmat_test.sh runs them on a GPU.
 // Tolerance per output: 2e-3 * sum_i |w_i x_i| + 1e-5: w and x are rounded to
 // f16 (relative error <= 2^-11 each, so <= ~2^-10 per product) and summed in f32.
+// The gate/up form glu(W x, U x): that tolerance on both products, carried
+// through glu's slope (glu_tol).
 // GemmCoopmatBench (env VKMOE_COOPMAT_BENCH=1) prints TFLOP/s.
 #include <gtest/gtest.h>
 
@@ -71,16 +73,22 @@ struct TileScope {
   const char* env;
 };
 
+// W[r] . x and the sum of its terms' magnitudes.
+std::pair<double, double> dot_row(const test::QMatrix& m, const float* x, uint32_t r) {
+  double ref = 0, mag = 0;
+  const float* w = m.deq.data() + size_t(r) * m.ncols;
+  for (uint32_t i = 0; i < m.ncols; ++i) {
+    ref += double(w[i]) * x[i];
+    mag += std::fabs(double(w[i]) * x[i]);
+  }
+  return {ref, mag};
+}
+
 // Checks y[r] against W[r] . x (+ y0[r]).
 void expect_row(const test::QMatrix& m, const float* x, const float* y, const float* y0, bool accumulate,
                 const std::string& where) {
   for (uint32_t r = 0; r < m.nrows; ++r) {
-    double ref = 0, mag = 0;
-    const float* w = m.deq.data() + size_t(r) * m.ncols;
-    for (uint32_t i = 0; i < m.ncols; ++i) {
-      ref += double(w[i]) * x[i];
-      mag += std::fabs(double(w[i]) * x[i]);
-    }
+    auto [ref, mag] = dot_row(m, x, r);
     if (accumulate) {
       ref += y0[r];
       mag += std::fabs(y0[r]);
@@ -177,21 +185,47 @@ std::vector<uint32_t> random_table(std::mt19937& rng, const MoeTableLayout& L, u
   return words;
 }
 
+// glu(g, u) as shaders/glu.glsl (act 0: SiLU, 1: gpt-oss's clamped form) and
+// a bound on its change when g and u change by at most eg and eu (|d/dg| <= 1.1
+// times the u factor; the clamps only shrink changes).
+double glu_ref(double g, double u, int act) {
+  if (act == 1) {
+    const double xg = std::min(g, 7.0), xu = std::clamp(u, -7.0, 7.0);
+    return xg / (1 + std::exp(-1.702 * xg)) * (xu + 1);
+  }
+  return g / (1 + std::exp(-g)) * u;
+}
+double glu_tol(double g, double u, double eg, double eu, int act) {
+  const double uf = act == 1 ? std::fabs(std::clamp(u, -7.0, 7.0) + 1) + eu : std::fabs(u) + eu;
+  const double gf = act == 1 ? std::fabs(std::min(g, 7.0)) + eg : std::fabs(g) + eg;
+  return 1.1 * (act == 1 ? 1.702 : 1.0) * eg * uf + gf * eu;
+}
+
+// Experts' weights at w_off, expert_stride apart.
+std::vector<uint8_t> expert_bytes(const std::vector<test::QMatrix>& ms, uint32_t w_off, uint64_t expert_stride) {
+  std::vector<uint8_t> wbytes(w_off + expert_stride * ms.size(), 0);
+  for (size_t e = 0; e < ms.size(); ++e)
+    std::copy(ms[e].bytes.begin(), ms[e].bytes.end(), wbytes.begin() + w_off + e * expert_stride);
+  return wbytes;
+}
+
+// glu_act >= 0: the gate/up form, y = glu(W x, U x) with random up weights U.
 void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
-               uint32_t n_experts, bool gather_x, bool accumulate) {
+               uint32_t n_experts, bool gather_x, bool accumulate, int glu_act = -1) {
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " ids " + std::to_string(ncols) + "x" + std::to_string(nrows) +
                " tokens " + std::to_string(n_tokens) + " k " + std::to_string(k) + " experts " +
-               std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : ""));
-  std::vector<test::QMatrix> ms;
+               std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : "") +
+               (glu_act >= 0 ? " gate/up act " + std::to_string(glu_act) : ""));
+  std::vector<test::QMatrix> ms, us;
   for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(test::quantized_matrix(rng, t, ncols, nrows));
+  if (glu_act >= 0)
+    for (uint32_t e = 0; e < n_experts; ++e) us.push_back(test::quantized_matrix(rng, t, ncols, nrows));
   // A gap between experts; whole blocks for coopmat2.
   const uint64_t expert_stride =
       path.cm2 ? ms[0].bytes.size() + gpu_weight_type(t)->block_bytes : (ms[0].bytes.size() + 15) / 16 * 16 + 16;
   const uint32_t w_off = 16;
-  std::vector<uint8_t> wbytes(w_off + expert_stride * n_experts, 0);
-  for (uint32_t e = 0; e < n_experts; ++e)
-    std::copy(ms[e].bytes.begin(), ms[e].bytes.end(), wbytes.begin() + w_off + e * expert_stride);
+  const std::vector<uint8_t> wbytes = expert_bytes(ms, w_off, expert_stride);
   const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
   const std::vector<uint32_t> table = random_table(rng, L, n_experts);
   std::normal_distribution<float> nd(0.f, 1.f);
@@ -223,6 +257,13 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   a.gather_x = gather_x;
   Buffer sb = ctx.create_buffer(gemm_scratch_bytes(ncols, L.max_slots()), MemoryKind::Device, "scratch");
   a.scratch = BufferRange(sb);
+  Buffer ub;
+  if (glu_act >= 0) {
+    const std::vector<uint8_t> ubytes = expert_bytes(us, w_off, expert_stride);
+    ub = upload(ctx, ubytes.data(), ubytes.size(), "u");
+    a.glu_up = BufferRange(ub);
+    a.glu_act = uint32_t(glu_act);
+  }
   Recorder rec(ctx);
   rec.begin();
   path.record(rec, a, &a);
@@ -242,7 +283,17 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
     }
     for (uint32_t r = nrows; r < y_stride; ++r) ASSERT_EQ(ys[r], y0s[r]) << "slot " << s << " padding modified";
     const float* xs = x.data() + x_off + size_t(gather_x ? uint32_t(token) : s) * x_stride;
-    expect_row(ms[expert], xs, ys, y0s, accumulate, "slot " + std::to_string(s));
+    if (glu_act < 0) {
+      expect_row(ms[expert], xs, ys, y0s, accumulate, "slot " + std::to_string(s));
+      continue;
+    }
+    for (uint32_t r = 0; r < nrows; ++r) {
+      const auto [g, gmag] = dot_row(ms[expert], xs, r);
+      const auto [u, umag] = dot_row(us[expert], xs, r);
+      const double eg = 2e-3 * gmag + 1e-5, eu = 2e-3 * umag + 1e-5;
+      ASSERT_NEAR(ys[r], glu_ref(g, u, glu_act), glu_tol(g, u, eg, eu, glu_act) + 1e-5)
+          << "slot " << s << " row " << r << " gate " << g << " up " << u;
+    }
   }
 }
 
@@ -299,6 +350,26 @@ TEST_P(GemmCoopmat, Indexed) {
     check_ids(path(), rng_, t, 512, 72, 40, 2, 3, false, true);
   }
 }
+
+// The KHR path's gate/up form: y = glu(W x, U x), both activations, every tile.
+class GemmCoopmatGateUp : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(GemmCoopmatGateUp, Indexed) {
+  const uint32_t seed = uint32_t(test::test_seed());
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const GgmlType t = GetParam();
+  REQUIRE_PATH(kCoopmat, t);
+  for (const char* tile : kCoopmat.ids_tiles) {
+    TileScope scope(kCoopmat, tile);
+    SCOPED_TRACE(std::string("tile ") + tile);
+    check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, true, false, 0);
+    check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, false, false, 1);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GemmCoopmatGateUp, ::testing::ValuesIn(kTypes),
+                         [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Paths, GemmCoopmat,
                          ::testing::Combine(::testing::Values(&kCoopmat, &kCoopmat2), ::testing::ValuesIn(kTypes)),
@@ -400,6 +471,21 @@ TEST_P(GemmCoopmatBench, Throughput) {
       std::printf("%s %s ids %ux%u, %u experts top-%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n",
                   path.name, type_name(bt), ncols, nrows, n_experts, k, n_tokens, tile, ns / 1e3, flops / ns / 1e3);
     }
+    if (path.cm2) return;
+    // Gate and up (the same weights twice): two products (their activation pass not
+    // timed) against the gate/up form.
+    Buffer ub = ctx.create_buffer(size_t(L.max_slots()) * nrows * 4, MemoryKind::Device, "u");
+    GemmIdsArgs up = a;
+    up.y = BufferRange(ub);
+    const double two = time_ns([&](Recorder& rec) {
+      path.record(rec, a, &a);
+      path.record(rec, up, &up);
+    });
+    GemmIdsArgs glu = a;
+    glu.glu_up = BufferRange(wb);
+    const double one = time_ns([&](Recorder& rec) { path.record(rec, glu, &glu); });
+    std::printf("%s %s ids gate+up %ux%u: two products %8.1f us, gate/up form %8.1f us\n", path.name, type_name(bt),
+                ncols, nrows, two / 1e3, one / 1e3);
   }
 }
 

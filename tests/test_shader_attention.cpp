@@ -795,14 +795,18 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
           EXPECT_FALSE(sep.rec.rope_folded);
           EXPECT_EQ(fold.rec.splits, sep.rec.splits);
           EXPECT_EQ(fold.rec.split_tail, sep.rec.split_tail);
-          if (pos0 >= 700) EXPECT_GT(fold.rec.splits, 1u);
+          if (pos0 >= 700) {
+            EXPECT_GT(fold.rec.splits, 1u);
+          }
           EXPECT_LT(rel_err(fold.o, sep.o), 1e-4);
           // The value row is the same conversion of the same floats; the key row
           // within an f16 rounding (its norm's sum ran in another order).
           ASSERT_EQ(fold.vc, sep.vc);
           const size_t row = size_t(pos0) * KV * 2;
           for (size_t i = 0; i < fold.kc.size(); ++i)
-            if (i < row || i >= row + KV * 2) ASSERT_EQ(fold.kc[i], sep.kc[i]) << "k cache byte " << i;
+            if (i < row || i >= row + KV * 2) {
+              ASSERT_EQ(fold.kc[i], sep.kc[i]) << "k cache byte " << i;
+            }
           std::vector<float> fk(KV), sk16(KV);
           for (uint32_t i = 0; i < KV; ++i) {
             uint16_t a, b;

@@ -330,14 +330,24 @@ void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& 
   mark_(r, "experts down");
 }
 
+// The experts' gate and up products and their activation as one product (the
+// coopmat path; VKMOE_EXPERT_GLU=0: two products and an activation pass).
+bool LayerProgram::gate_up_in_one(const LayerWeights& lw) const {
+  static const bool off = vk::env_off("VKMOE_EXPERT_GLU");
+  const Weight &g = lw.gate_exps, &u = lw.up_exps;
+  return !off && !lw.spec.expert_bias && g.type() == u.type() && g.in() == u.in() && g.out() == u.out() &&
+         g.expert_bytes() == u.expert_bytes() && vk::gemm_ids_glu_available(ops_.ctx(), ops_.gemm_for(g.type()), g.type());
+}
+
 void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
                                    const vk::Buffer& wts, uint32_t n, const vk::Buffer* group_expert) const {
   const LayerWeights& lw = m_.layers()[il];
   const bool bias = lw.spec.expert_bias;
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
   const MoeTableLayout layout = MoeTableLayout::make(n, K, w.count);
+  const uint32_t slots = layout.max_slots();
   auto ids_mm = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
-                    const vk::Buffer& y, uint32_t y_stride, bool gather) {
+                    const vk::Buffer& y, uint32_t y_stride, bool gather, const vk::Buffer* glu_up = nullptr) {
     vk::GemmIdsArgs a;
     a.type = wt.type();
     a.ncols = static_cast<uint32_t>(wt.in());
@@ -353,21 +363,30 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     a.n_experts = w.count;
     a.gather_x = gather;
     a.scratch = ops_.gemm_scratch();
+    if (glu_up) {
+      a.glu_up = *glu_up;
+      a.glu_act = lw.spec.act == FfnAct::OaiSwiGLU ? 1u : 0u;
+    }
     vk::record_gemm_ids(r, a, ops_.gemm_for(a.type));
   };
-  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true);
-  ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
-  r.barrier();
-  mark_(r, "experts gate+up");
-  // Bias rows by the expert of each slot's tile (its group, mapped to the expert).
-  const uint32_t slots = layout.max_slots();
-  if (bias) {
-    expert_biases(r, il, /*down=*/false, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);
+  if (gate_up_in_one(lw)) {
+    ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, w.up);  // the activation included
+    r.barrier();
+    mark_(r, "experts gate+up");
+  } else {
+    ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true);
+    ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
+    r.barrier();
+    mark_(r, "experts gate+up");
+    // Bias rows by the expert of each slot's tile (its group, mapped to the expert).
+    if (bias) {
+      expert_biases(r, il, /*down=*/false, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);
+      r.barrier();
+    }
+    const GpuOps::MoeRows rows{&table, layout, F};
+    ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act, &rows);
     r.barrier();
   }
-  const GpuOps::MoeRows rows{&table, layout, F};
-  ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act, &rows);
-  r.barrier();
   ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false);
   r.barrier();
   if (bias) {

@@ -71,6 +71,8 @@ class LayerProgram {
   // latent expanded by attn_v_b into ao.
   void project_mla(vk::Recorder& r, int il, uint32_t n) const;
   void expand_mla(vk::Recorder& r, int il, uint32_t n) const;
+  // Whether the experts' gate and up products of lw run as one product with the activation.
+  bool gate_up_in_one(const LayerWeights& lw) const;
   void swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down, uint32_t width,
                   const vk::Buffer& out, uint32_t n, bool acc, FfnAct act) const;
   // The layer's per-expert biases added to eg/eu (gate/up) or eo (down):

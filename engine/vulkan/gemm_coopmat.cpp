@@ -90,6 +90,7 @@ struct CoopPush {
   uint32_t expert_stride, n_experts, gather_x;
   uint32_t count_off, tile_expert_off, slot_token_off;
   uint32_t k_split, split_stride;
+  uint32_t glu_act;
 };
 
 struct SplitSumPush {
@@ -270,21 +271,29 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   const uint32_t x_rows = ids ? (ids->gather_x ? ids->layout.n_tokens : ids->layout.max_slots()) : a.n_tokens;
   const uint32_t y_rows = ids ? ids->layout.max_slots() : a.n_tokens;
   uint64_t w_end = a.w_offset + matrix_bytes;
+  const bool glu = ids && ids->glu_up.buffer != VK_NULL_HANDLE;
   if (ids) {
     if (ids->n_experts == 0) throw Error("internal error: coopmat GEMM with n_experts = 0");
     w_end = a.w_offset + uint64_t(ids->n_experts - 1) * ids->expert_stride + matrix_bytes;
     check_range("table", ids->table, ids->layout.bytes());
   }
   check_range("weights", a.w, w_end);
+  if (glu) {
+    check_range("up weights", ids->glu_up, w_end);
+    if (a.accumulate) throw Error("internal error: coopmat gate/up GEMM with accumulate");
+  }
   if (x_rows > 0) check_range("x", a.x, (a.x_offset + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * 4);
   check_range("y", a.y, (a.y_offset + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * 4);
 
   const DeviceInfo& d = ctx.info();
   const Frag f = pick_fragment(d);
   DenseChoice choice;
-  if (ids)
+  if (ids) {
     choice.tile = pick_tile(d, f, true, a.nrows, cols);
-  else
+    // Gate/up: fragments in pairs, an even count per subgroup.
+    if (glu && (choice.tile->wm / f.m) % 2 != 0) choice.tile = default_tile(d, f, true, a.nrows, cols);
+    if (glu && (choice.tile->wm / f.m) % 2 != 0) throw Error("internal error: no gate/up coopmat tile");
+  } else
     choice = choose_dense(d, f, a.nrows, a.ncols, a.n_tokens,
                           a.split_k.buffer != VK_NULL_HANDLE ? a.split_k.range : 0);
   const Tile* t = choice.tile;
@@ -303,7 +312,8 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   p.y_stride = a.y_stride;
   p.accumulate = a.accumulate ? 1 : 0;
   p.x_vec4 = (a.x_offset % 4 == 0 && a.x_stride % 4 == 0) ? 1 : 0;
-  const uint32_t gx = (a.nrows + t->bm - 1) / t->bm;
+  const uint32_t rows_per_wg = glu ? t->bm / 2 : t->bm;  // gate/up: half the rows are up rows
+  const uint32_t gx = (a.nrows + rows_per_wg - 1) / rows_per_wg;
   if (gx > d.max_workgroup_count[0]) throw Error("coopmat GEMM: too many weight rows");
   if (ids) {
     p.expert_stride = static_cast<uint32_t>(ids->expert_stride);
@@ -313,6 +323,12 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     p.tile_expert_off = ids->layout.tile_expert_off;
     p.slot_token_off = ids->layout.slot_token_off;
     if (cols > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many MoE tiles");
+    if (glu) {
+      p.glu_act = ids->glu_act;
+      const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_glu_") + T->suffix, 5, sizeof(CoopPush), spec);
+      rec.dispatch(pl, {a.w, a.x, a.y, ids->table, ids->glu_up}, p, gx, cols);
+      return;
+    }
     const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_ids_") + T->suffix, 4, sizeof(CoopPush), spec);
     rec.dispatch(pl, {a.w, a.x, a.y, ids->table}, p, gx, cols);
   } else {

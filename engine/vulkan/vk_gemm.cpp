@@ -160,6 +160,11 @@ void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, cons
 void record(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GemmConfig& cfg) {
   const GpuWeightType& L = validate(a, ids);
   GemmPath path = resolve_path(rec.context(), cfg.path, a.type);
+  if (ids && ids->glu_up.buffer != VK_NULL_HANDLE) {
+    if (!gemm_ids_glu_available(rec.context(), cfg, a.type))
+      throw Error("internal error: a gate/up product on a GEMM path without it");
+    return record_gemm_coopmat(rec, a, ids);
+  }
   if (path == GemmPath::CoopMat2 && !gemm_coopmat2_applies(rec.context(), a, ids))
     path = gemm_coopmat_available(rec.context(), a.type) ? GemmPath::CoopMat : GemmPath::Tiled;
   switch (path) {
@@ -218,6 +223,10 @@ bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t) {
     case GemmPath::CoopMat2: return gemm_coopmat2_available(ctx, t);
   }
   return false;
+}
+
+bool gemm_ids_glu_available(const Context& ctx, const GemmConfig& cfg, GgmlType t) {
+  return gemm_supported(t) && resolve_path(ctx, gemm_path_for(ctx, cfg.path, t), t) == GemmPath::CoopMat;
 }
 
 void record_gemm(Recorder& rec, const GemmArgs& a, const GemmConfig& cfg) { record(rec, a, nullptr, cfg); }

@@ -73,6 +73,12 @@ struct GemmIdsArgs : GemmArgs {
   uint64_t expert_stride = 0;
   uint32_t n_experts = 0;  // experts (or slots) in w
   bool gather_x = true;
+  // Optional up weights U of a gated FFN (same type, shape, offset and expert
+  // stride as w): then Y[s] = glu(W_e . x, U_e . x) with activation glu_act
+  // (shaders/glu.glsl: 0 SiLU, 1 gpt-oss's clamped one), gate and up in one
+  // product. Only on the coopmat path (gemm_ids_glu_available); no accumulate.
+  BufferRange glu_up;
+  uint32_t glu_act = 0;
 };
 
 // Bytes of GemmArgs::split_k that allow the largest split of n_tokens x nrows.
@@ -91,6 +97,8 @@ bool gemm_converts_x(const Context& ctx, GemmPath p, GgmlType t);
 // Records the product: one dispatch, or for the int8 and coopmat2 paths an
 // activation conversion into `scratch`, a barrier and the product. Throws
 // Error for unsupported types or shapes.
+// Whether record_gemm_ids takes GemmIdsArgs::glu_up for type t under cfg.
+bool gemm_ids_glu_available(const Context& ctx, const GemmConfig& cfg, GgmlType t);
 void record_gemm(Recorder& rec, const GemmArgs& a, const GemmConfig& cfg = {});
 void record_gemm_ids(Recorder& rec, const GemmIdsArgs& a, const GemmConfig& cfg = {});
 
