@@ -376,7 +376,8 @@ INSTANTIATE_TEST_SUITE_P(Paths, GemmCoopmat,
                          param_name);
 
 // TFLOP/s of products with 512 tokens (dense 2048x768 and 2048x4096, and an
-// expert-grouped 128-expert top-8 layer of 2048x768 experts), per path and
+// expert-grouped 128-expert top-8 layer of 2048x768 and 768x2048 experts, and
+// the gate/up form of the first against two products), per path and
 // tile; weights Q4_K or the type VKMOE_COOPMAT_BENCH_TYPE names (e.g. F16).
 class GemmCoopmatBench : public ::testing::TestWithParam<const Path*> {};
 
@@ -438,40 +439,47 @@ TEST_P(GemmCoopmatBench, Throughput) {
                   nrows, n_tokens, tile, ns / 1e3, 2.0 * ncols * nrows * n_tokens / ns / 1e3);
     }
   }
-  {
-    const uint32_t n_experts = 128, k = 8, nrows = 768;
+  // The experts' gate (or up) shape over gathered token rows, and the down shape over slot rows.
+  const uint32_t n_experts = 128, k = 8;
+  const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
+  const std::vector<uint32_t> table = random_table(rng, L, n_experts);
+  Buffer tb = upload(ctx, table.data(), table.size() * 4, "t");
+  for (const bool down : {false, true}) {
+    const uint32_t icols = down ? 768 : ncols, nrows = down ? ncols : 768;
     std::vector<uint8_t> wbytes;
-    const test::QMatrix m = test::quantized_matrix(rng, bt, ncols, nrows);
+    const test::QMatrix m = test::quantized_matrix(rng, bt, icols, nrows);
     for (uint32_t e = 0; e < n_experts; ++e) wbytes.insert(wbytes.end(), m.bytes.begin(), m.bytes.end());
-    const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
-    const std::vector<uint32_t> table = random_table(rng, L, n_experts);
-    Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"), tb = upload(ctx, table.data(), table.size() * 4, "t");
+    Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w");
     Buffer yb = ctx.create_buffer(size_t(L.max_slots()) * nrows * 4, MemoryKind::Device, "y");
+    std::vector<float> xs(down ? size_t(L.max_slots()) * icols : 0);
+    for (auto& v : xs) v = nd(rng);
+    Buffer sxb = down ? upload(ctx, xs.data(), xs.size() * 4, "slot x") : Buffer();
     GemmIdsArgs a;
     a.type = bt;
-    a.ncols = ncols;
+    a.ncols = icols;
     a.nrows = nrows;
     a.w = BufferRange(wb);
-    a.x = BufferRange(xb);
-    a.x_stride = ncols;
+    a.x = BufferRange(down ? sxb : xb);
+    a.x_stride = icols;
+    a.gather_x = !down;
     a.y = BufferRange(yb);
     a.y_stride = nrows;
     a.table = BufferRange(tb);
     a.layout = L;
     a.expert_stride = m.bytes.size();
     a.n_experts = n_experts;
-    Buffer isb = ctx.create_buffer(gemm_scratch_bytes(ncols, L.max_slots()), MemoryKind::Device, "scratch");
+    Buffer isb = ctx.create_buffer(gemm_scratch_bytes(icols, L.max_slots()), MemoryKind::Device, "scratch");
     a.scratch = BufferRange(isb);
     std::vector<const char*> tiles = path.ids_tiles;
     tiles.insert(tiles.begin(), "auto");
     for (const char* tile : tiles) {
       TileScope scope(path, tile);
       const double ns = time_ns([&](Recorder& rec) { path.record(rec, a, &a); });
-      const double flops = 2.0 * ncols * nrows * n_tokens * k;  // useful products only
+      const double flops = 2.0 * icols * nrows * n_tokens * k;  // useful products only
       std::printf("%s %s ids %ux%u, %u experts top-%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n",
-                  path.name, type_name(bt), ncols, nrows, n_experts, k, n_tokens, tile, ns / 1e3, flops / ns / 1e3);
+                  path.name, type_name(bt), icols, nrows, n_experts, k, n_tokens, tile, ns / 1e3, flops / ns / 1e3);
     }
-    if (path.cm2) return;
+    if (path.cm2 || down) continue;
     // Gate and up (the same weights twice): two products (their activation pass not
     // timed) against the gate/up form.
     Buffer ub = ctx.create_buffer(size_t(L.max_slots()) * nrows * 4, MemoryKind::Device, "u");
@@ -485,7 +493,7 @@ TEST_P(GemmCoopmatBench, Throughput) {
     glu.glu_up = BufferRange(wb);
     const double one = time_ns([&](Recorder& rec) { path.record(rec, glu, &glu); });
     std::printf("%s %s ids gate+up %ux%u: two products %8.1f us, gate/up form %8.1f us\n", path.name, type_name(bt),
-                ncols, nrows, two / 1e3, one / 1e3);
+                icols, nrows, two / 1e3, one / 1e3);
   }
 }
 
