@@ -75,7 +75,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(T * s.k, "expert weights");
   f(s.table.words, "expert grouping table");
   f(R * s.ff_exp, "expert gate");
-  f(R * s.ff_exp, "expert up");
+  f((s.gate_up_in_one ? s.k : R) * s.ff_exp, "expert up");
   f(R * s.embd, "expert out");
   f(s.vocab, "logits");
   f((gemm_scratch_bytes(s) + 3) / 4, "GEMM activation scratch");

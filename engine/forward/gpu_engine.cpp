@@ -112,6 +112,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   const uint64_t kv_bytes = vk::kv_cache_bytes(kv_type_, uint32_t(n_ctx_), c_.head_dim, c_.n_head_kv);
   ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
   shape.gemm_converts_x = gemm_converts;
+  shape.gate_up_in_one = c_.is_moe();
+  for (const auto& l : m.layers())
+    if (l.gate_exps && !experts_gate_up_in_one(*ctx_, gemm, l)) shape.gate_up_in_one = false;
   allocate_trunk(kv_bytes, shape);
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||

@@ -330,13 +330,11 @@ void LayerProgram::experts_decode(vk::Recorder& r, int il, const ExpertBuffers& 
   mark_(r, "experts down");
 }
 
-// The experts' gate and up products and their activation as one product (the
-// coopmat path; VKMOE_EXPERT_GLU=0: two products and an activation pass).
-bool LayerProgram::gate_up_in_one(const LayerWeights& lw) const {
+bool experts_gate_up_in_one(const vk::Context& ctx, const vk::GemmConfig& gemm, const LayerWeights& lw) {
   static const bool off = vk::env_off("VKMOE_EXPERT_GLU");
   const Weight &g = lw.gate_exps, &u = lw.up_exps;
   return !off && !lw.spec.expert_bias && g.type() == u.type() && g.in() == u.in() && g.out() == u.out() &&
-         g.expert_bytes() == u.expert_bytes() && vk::gemm_ids_glu_available(ops_.ctx(), ops_.gemm_for(g.type()), g.type());
+         g.expert_bytes() == u.expert_bytes() && vk::gemm_ids_glu_available(ctx, gemm, g.type());
 }
 
 void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
@@ -369,7 +367,7 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     }
     vk::record_gemm_ids(r, a, ops_.gemm_for(a.type));
   };
-  if (gate_up_in_one(lw)) {
+  if (experts_gate_up_in_one(ops_.ctx(), ops_.gemm_for(lw.gate_exps.type()), lw)) {
     ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, w.up);  // the activation included
     r.barrier();
     mark_(r, "experts gate+up");

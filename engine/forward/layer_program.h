@@ -23,6 +23,11 @@ struct ExpertBuffers {
   uint32_t count = 0;  // experts or slots in the buffers
 };
 
+// Whether a prompt runs lw's expert gate and up products as one product with
+// their activation (the coopmat path under gemm; not with expert biases;
+// VKMOE_EXPERT_GLU=0: never).
+bool experts_gate_up_in_one(const vk::Context& ctx, const vk::GemmConfig& gemm, const LayerWeights& lw);
+
 class LayerProgram {
  public:
   using Mark = std::function<void(vk::Recorder&, const char*)>;
@@ -71,8 +76,6 @@ class LayerProgram {
   // latent expanded by attn_v_b into ao.
   void project_mla(vk::Recorder& r, int il, uint32_t n) const;
   void expand_mla(vk::Recorder& r, int il, uint32_t n) const;
-  // Whether the experts' gate and up products of lw run as one product with the activation.
-  bool gate_up_in_one(const LayerWeights& lw) const;
   void swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down, uint32_t width,
                   const vk::Buffer& out, uint32_t n, bool acc, FfnAct act) const;
   // The layer's per-expert biases added to eg/eu (gate/up) or eo (down):
