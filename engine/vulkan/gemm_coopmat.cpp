@@ -7,6 +7,9 @@
 //
 // Numerics: each weight and activation is rounded to f16 (relative 2^-11;
 // values beyond +-65504 overflow), products are summed in f32.
+// Expert-grouped products may carry the up weights of a gated FFN
+// (GemmIdsArgs::glu_up): gate and up in one product, its activation applied to
+// the accumulators (gemm_coopmat_glu_<type>; the expert tiles all fit it).
 // VKMOE_COOPMAT_TILE=L1|L|M|XS32 (expert-grouped: L|M|S) forces a workgroup tile; VKMOE_COOPMAT_SHAPE and
 // VKMOE_COOPMAT_IDS_SHAPE=BM,BN,WM,WN,BK any fitting one for the dense and the
 // expert-grouped kernel (benchmarks; expert-grouped needs BN = kMoeTileRows), with

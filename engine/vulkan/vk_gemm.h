@@ -94,11 +94,12 @@ GemmPath gemm_path_for(const Context& ctx, GemmPath p, GgmlType t);
 // the int8 and coopmat2 paths.
 bool gemm_converts_x(const Context& ctx, GemmPath p, GgmlType t);
 
+// Whether record_gemm_ids takes GemmIdsArgs::glu_up for type t under cfg.
+bool gemm_ids_glu_available(const Context& ctx, const GemmConfig& cfg, GgmlType t);
+
 // Records the product: one dispatch, or for the int8 and coopmat2 paths an
 // activation conversion into `scratch`, a barrier and the product. Throws
 // Error for unsupported types or shapes.
-// Whether record_gemm_ids takes GemmIdsArgs::glu_up for type t under cfg.
-bool gemm_ids_glu_available(const Context& ctx, const GemmConfig& cfg, GgmlType t);
 void record_gemm(Recorder& rec, const GemmArgs& a, const GemmConfig& cfg = {});
 void record_gemm_ids(Recorder& rec, const GemmIdsArgs& a, const GemmConfig& cfg = {});
 
