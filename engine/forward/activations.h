@@ -22,7 +22,7 @@ struct ActivationShape {
   bool gemm_converts_x = true;
   // Whether every MoE layer's prompt runs the experts' gate and up products as
   // one product (experts_gate_up_in_one): the up rows then serve decode only
-  // (k rows, not a ubatch's slots). The planner counts them in (false).
+  // (k rows, not a ubatch's slots). plan_input_for's default counts them in (false).
   bool gate_up_in_one = false;
   uint32_t expert_rows() const;  // rows of the routed-expert scratch
   uint64_t split_k_half_bytes() const;  // one half of Activations::gemm_split

@@ -39,6 +39,15 @@ bool gemm_converts_x(const vk::Context& ctx, vk::GemmConfig gemm, const Model& m
   return false;
 }
 
+// Whether every MoE layer's prompt runs its expert gate and up products as one
+// product (ActivationShape::gate_up_in_one).
+bool gate_up_in_one(const vk::Context& ctx, vk::GemmConfig gemm, const Model& m) {
+  if (!m.config().is_moe()) return false;
+  for (const auto& l : m.layers())
+    if (l.gate_exps && !experts_gate_up_in_one(ctx, gemm, l)) return false;
+  return true;
+}
+
 GgmlType kv_ggml_type(vk::KvType t) {
   return t == vk::KvType::F16 ? GgmlType::F16 : t == vk::KvType::Q8_0 ? GgmlType::Q8_0 : GgmlType::F32;
 }
@@ -79,8 +88,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   check_gpu_weight_types(m, ctx_->info());
   const uint64_t budget = o.vram_budget ? o.vram_budget : ctx_->memory_budget().free();
   const vk::GemmConfig gemm = parse_gemm(o.gemm);
-  const bool gemm_converts = gemm_converts_x(*ctx_, gemm, m);
-  PlanInput in = plan_input_for(m, n_ctx_, budget, kv_ggml_type(kv_type_), int(n_ubatch_), gemm_converts);
+  const bool gemm_converts = gemm_converts_x(*ctx_, gemm, m), one_gate_up = gate_up_in_one(*ctx_, gemm, m);
+  PlanInput in =
+      plan_input_for(m, n_ctx_, budget, kv_ggml_type(kv_type_), int(n_ubatch_), gemm_converts, one_gate_up);
   in.forced = o.mode;
   in.pinned_per_layer = o.pin_per_layer;
   plan_ = make_plan(in);
@@ -112,9 +122,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   const uint64_t kv_bytes = vk::kv_cache_bytes(kv_type_, uint32_t(n_ctx_), c_.head_dim, c_.n_head_kv);
   ActivationShape shape = ActivationShape::of(c_, n_ubatch_, uint32_t(n_ctx_));
   shape.gemm_converts_x = gemm_converts;
-  shape.gate_up_in_one = c_.is_moe();
-  for (const auto& l : m.layers())
-    if (l.gate_exps && !experts_gate_up_in_one(*ctx_, gemm, l)) shape.gate_up_in_one = false;
+  shape.gate_up_in_one = one_gate_up;
   allocate_trunk(kv_bytes, shape);
   if (c_.is_moe() && !offload_) allocate_resident_experts(in);
   const bool int8_x = o.gpu_q8 == EngineOptions::GpuQ8::On ||

@@ -8,7 +8,7 @@
 namespace vkmoe {
 
 PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlType kv_type, int n_ubatch,
-                         bool gemm_converts_x) {
+                         bool gemm_converts_x, bool gate_up_in_one) {
   const ModelConfig& c = m.config();
   PlanInput in;
   in.vram_budget = vram_budget;
@@ -37,6 +37,7 @@ PlanInput plan_input_for(const Model& m, int n_ctx, uint64_t vram_budget, GgmlTy
   const uint32_t ub = uint32_t(std::clamp(n_ubatch, 1, std::max(n_ctx, 1)));
   ActivationShape shape = ActivationShape::of(c, ub, uint32_t(std::max(n_ctx, 1)));
   shape.gemm_converts_x = gemm_converts_x;
+  shape.gate_up_in_one = gate_up_in_one;
   in.scratch_bytes = activation_bytes(shape) + kScratchSafetyMargin;
   in.prefill_staging_experts = ub > 1 ? c.n_expert : 0;
   return in;
