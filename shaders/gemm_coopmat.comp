@@ -267,8 +267,7 @@ uint row0, col0;  // the workgroup's first weight row and token (or slot)
 // columns fragment j of the subgroup's: through shared memory, then per element
 // with bounds checks.
 void store_frag(ACC c, uint rt, uint j) {
-  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID;
-  const uint wm = warp % WARPS_M, wn = warp / WARPS_M;
+  const uint warp = gl_SubgroupID, lane = gl_SubgroupInvocationID, wn = warp / WARPS_M;
   coopMatStore(c, sout, warp * TM * TN, TM, gl_CooperativeMatrixLayoutColumnMajor);
   subgroupMemoryBarrierShared();
   subgroupBarrier();
