@@ -367,15 +367,13 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     }
     vk::record_gemm_ids(r, a, ops_.gemm_for(a.type));
   };
-  if (experts_gate_up_in_one(ops_.ctx(), ops_.gemm_for(lw.gate_exps.type()), lw)) {
-    ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, w.up);  // the activation included
-    r.barrier();
-    mark_(r, "experts gate+up");
-  } else {
-    ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true);
-    ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
-    r.barrier();
-    mark_(r, "experts gate+up");
+  // Gate and up: one product with the activation, or two products and the activation pass.
+  const bool in_one = experts_gate_up_in_one(ops_.ctx(), ops_.gemm_for(lw.gate_exps.type()), lw);
+  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, in_one ? w.up : nullptr);
+  if (!in_one) ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
+  r.barrier();
+  mark_(r, "experts gate+up");
+  if (!in_one) {
     // Bias rows by the expert of each slot's tile (its group, mapped to the expert).
     if (bias) {
       expert_biases(r, il, /*down=*/false, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);

@@ -292,10 +292,11 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   const Frag f = pick_fragment(d);
   DenseChoice choice;
   if (ids) {
+    // Gate/up: fragments in pairs, an even count per subgroup (a forced tile without them yields to the default).
+    auto unpaired = [&](const Tile* t) { return glu && (t->wm / f.m) % 2 != 0; };
     choice.tile = pick_tile(d, f, true, a.nrows, cols);
-    // Gate/up: fragments in pairs, an even count per subgroup.
-    if (glu && (choice.tile->wm / f.m) % 2 != 0) choice.tile = default_tile(d, f, true, a.nrows, cols);
-    if (glu && (choice.tile->wm / f.m) % 2 != 0) throw Error("internal error: no gate/up coopmat tile");
+    if (unpaired(choice.tile)) choice.tile = default_tile(d, f, true, a.nrows, cols);
+    if (unpaired(choice.tile)) throw Error("internal error: no gate/up coopmat tile");
   } else
     choice = choose_dense(d, f, a.nrows, a.ncols, a.n_tokens,
                           a.split_k.buffer != VK_NULL_HANDLE ? a.split_k.range : 0);

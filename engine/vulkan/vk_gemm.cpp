@@ -159,12 +159,12 @@ void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, cons
 
 void record(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const GemmConfig& cfg) {
   const GpuWeightType& L = validate(a, ids);
-  GemmPath path = resolve_path(rec.context(), cfg.path, a.type);
   if (ids && ids->glu_up.buffer != VK_NULL_HANDLE) {
     if (!gemm_ids_glu_available(rec.context(), cfg, a.type))
       throw Error("internal error: a gate/up product on a GEMM path without it");
     return record_gemm_coopmat(rec, a, ids);
   }
+  GemmPath path = resolve_path(rec.context(), cfg.path, a.type);
   if (path == GemmPath::CoopMat2 && !gemm_coopmat2_applies(rec.context(), a, ids))
     path = gemm_coopmat_available(rec.context(), a.type) ? GemmPath::CoopMat : GemmPath::Tiled;
   switch (path) {
