@@ -316,7 +316,9 @@ void main() {
 
   // Per-thread chunk assignments (fixed over the K loop).
   uint a_rb[A_PER_T];
-  bool a_up[A_PER_T];  // GLU: the chunk is from the up weights
+#if GLU
+  bool a_up[A_PER_T];  // the chunk is from the up weights
+#endif
   int b_row[B_PER_T];
   [[unroll]] for (uint i = 0; i < A_PER_T; ++i) {
     const uint c = min(tid + i * WG, A_CHUNKS - 1), lr = c / CPR;
@@ -326,7 +328,6 @@ void main() {
     a_up[i] = (f & 1u) != 0;
 #else
     const uint r = row0 + lr;
-    a_up[i] = false;
 #endif
     a_rb[i] = wbase + min(r, p.nrows - 1) * row_bytes;  // tail rows repeat the last row
   }
