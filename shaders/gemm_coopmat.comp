@@ -98,6 +98,7 @@ layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
 layout(set = 0, binding = 1) readonly buffer X1 { float x1[]; };
 layout(set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 2) buffer Y { float y[]; };
+layout(set = 0, binding = 2) buffer Y4 { vec4 y4[]; };
 #if INDEXED
 layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
 #endif
@@ -115,6 +116,7 @@ layout(push_constant) uniform Push {
   uint count_off, tile_expert_off, slot_token_off;
   uint k_split, split_stride;  // split-K: columns per workgroup z (0: all), floats between z's partial planes
   uint glu_act;                // GLU: the activation (glu.glsl)
+  uint y_vec4;                 // y_offset, y_stride and split_stride are multiples of 4
 } p;
 
 shared f16vec4 sa[NBUF * BM * SROW];
@@ -271,16 +273,22 @@ void store_frag(ACC c, uint rt, uint j) {
   coopMatStore(c, sout, warp * TM * TN, TM, gl_CooperativeMatrixLayoutColumnMajor);
   subgroupMemoryBarrierShared();
   subgroupBarrier();
-  for (uint e = lane; e < TM * TN; e += SG) {
+  // Four consecutive rows of one column a lane (column-major: 4 consecutive floats of sout).
+  for (uint e = 4 * lane; e < TM * TN; e += 4 * SG) {
     const uint r = row0 + rt + e % TM, n = col0 + wn * WN + j * TN + e / TM;
 #if INDEXED
-    const bool ok = r < p.nrows && table[p.slot_token_off + n] >= 0;
+    const bool col_ok = table[p.slot_token_off + n] >= 0;
 #else
-    const bool ok = r < p.nrows && n < p.n_tokens;
+    const bool col_ok = n < p.n_tokens;
 #endif
-    if (ok) {
-      const uint yi = p.y_offset + gl_WorkGroupID.z * p.split_stride + n * p.y_stride + r;
-      y[yi] = p.accumulate != 0 ? y[yi] + sout[warp * TM * TN + e] : sout[warp * TM * TN + e];
+    if (!col_ok || r >= p.nrows) continue;
+    const uint yi = p.y_offset + gl_WorkGroupID.z * p.split_stride + n * p.y_stride + r, so = warp * TM * TN + e;
+    if (p.y_vec4 != 0 && r + 3 < p.nrows) {
+      const vec4 v = vec4(sout[so], sout[so + 1], sout[so + 2], sout[so + 3]);
+      y4[yi / 4] = p.accumulate != 0 ? y4[yi / 4] + v : v;
+    } else {
+      for (uint i = 0; i < 4 && r + i < p.nrows; ++i)
+        y[yi + i] = p.accumulate != 0 ? y[yi + i] + sout[so + i] : sout[so + i];
     }
   }
   subgroupBarrier();

@@ -105,13 +105,17 @@ Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
 
 // split_k: room for a split-K product's partial sums (the KHR path splits few-workgroup products).
 void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
-                 bool accumulate, bool split_k = false) {
+                 bool accumulate, bool split_k = false, bool aligned_y = false) {
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
-               std::to_string(n_tokens) + (accumulate ? " accumulate" : "") + (split_k ? " split-K room" : ""));
+               std::to_string(n_tokens) + (accumulate ? " accumulate" : "") + (split_k ? " split-K room" : "") +
+               (aligned_y ? " aligned y" : ""));
   const test::QMatrix m = test::quantized_matrix(rng, t, ncols, nrows);
   std::normal_distribution<float> nd(0.f, 1.f);
-  const uint32_t w_off = 32, x_off = 4, x_stride = ncols + 12, y_off = 3, y_stride = nrows + 5;
+  // Unaligned y (scalar stores), or with aligned_y rows of vec4s (the KHR path's vec4 stores; nrows may
+  // end inside one).
+  const uint32_t w_off = 32, x_off = 4, x_stride = ncols + 12, y_off = aligned_y ? 4 : 3,
+                 y_stride = aligned_y ? (nrows + 3) / 4 * 4 + 8 : nrows + 5;
   std::vector<float> x(x_off + size_t(n_tokens) * x_stride), y0(y_off + size_t(n_tokens) * y_stride + 7);
   for (auto& v : x) v = nd(rng);
   for (auto& v : y0) v = nd(rng);
@@ -231,7 +235,8 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   std::normal_distribution<float> nd(0.f, 1.f);
   const uint32_t x_rows = gather_x ? n_tokens : L.max_slots();
   // Scalar x loads on the KHR path; vec4 rows for coopmat2.
-  const uint32_t x_off = path.cm2 ? 8 : 5, x_stride = ncols + (path.cm2 ? 4 : 3), y_off = 8, y_stride = nrows + 4;
+  const uint32_t x_off = path.cm2 ? 8 : 5, x_stride = ncols + (path.cm2 ? 4 : 3), y_off = 8,
+                 y_stride = (nrows + 3) / 4 * 4 + 4;  // vec4 rows (nrows may end inside one)
   std::vector<float> x(x_off + size_t(x_rows) * x_stride), y0(y_off + size_t(L.max_slots()) * y_stride);
   for (auto& v : x) v = nd(rng);
   for (auto& v : y0) v = nd(rng);
@@ -330,6 +335,7 @@ TEST_P(GemmCoopmat, Dense) {
     SCOPED_TRACE(std::string("tile ") + tile);
     check_dense(path(), rng_, t, k1, 200, 77, false);
     check_dense(path(), rng_, t, 256, 130, 150, true);
+    check_dense(path(), rng_, t, 256, 130, 150, true, false, true);
   }
   check_dense(path(), rng_, t, 1024, 300, 300, false);  // automatic tile
   // Few workgroups over long rows: split-K (KHR path) into 8 column ranges (the
@@ -337,6 +343,7 @@ TEST_P(GemmCoopmat, Dense) {
   const uint32_t k_long = fl ? 2056 : t == GgmlType::Q8_0 ? 2080 : 2304;
   check_dense(path(), rng_, t, k_long, 100, 70, false, true);
   check_dense(path(), rng_, t, k_long, 100, 70, true, true);
+  check_dense(path(), rng_, t, k_long, 102, 70, true, true, true);
 }
 
 TEST_P(GemmCoopmat, Indexed) {
@@ -348,6 +355,7 @@ TEST_P(GemmCoopmat, Indexed) {
     SCOPED_TRACE(std::string("tile ") + tile);
     check_ids(path(), rng_, t, 256, 200, 70, 4, 5, true, false);
     check_ids(path(), rng_, t, 512, 72, 40, 2, 3, false, true);
+    check_ids(path(), rng_, t, 256, 70, 30, 2, 3, true, true);
   }
 }
 

@@ -94,6 +94,7 @@ struct CoopPush {
   uint32_t count_off, tile_expert_off, slot_token_off;
   uint32_t k_split, split_stride;
   uint32_t glu_act;
+  uint32_t y_vec4;  // y_offset, y_stride and split_stride are multiples of 4 (vec4 stores)
 };
 
 struct SplitSumPush {
@@ -316,6 +317,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   p.y_stride = a.y_stride;
   p.accumulate = a.accumulate ? 1 : 0;
   p.x_vec4 = (a.x_offset % 4 == 0 && a.x_stride % 4 == 0) ? 1 : 0;
+  p.y_vec4 = (a.y_offset % 4 == 0 && a.y_stride % 4 == 0) ? 1 : 0;
   const uint32_t rows_per_wg = glu ? t->bm / 2 : t->bm;  // gate/up: half the rows are up rows
   const uint32_t gx = (a.nrows + rows_per_wg - 1) / rows_per_wg;
   if (gx > d.max_workgroup_count[0]) throw Error("coopmat GEMM: too many weight rows");
@@ -353,6 +355,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     ps.accumulate = 0;
     ps.k_split = k_split;
     ps.split_stride = static_cast<uint32_t>(plane);
+    ps.y_vec4 = a.nrows % 4 == 0 && plane % 4 == 0 ? 1 : 0;
     rec.dispatch(pl, {a.w, a.x, a.split_k}, ps, gx, gy, splits);
     rec.barrier();
     const SplitSumPush sp{a.nrows, a.n_tokens, splits, static_cast<uint32_t>(plane), a.y_offset, a.y_stride,
