@@ -249,13 +249,20 @@ std::span<const float> GpuEngine::forward(const std::vector<int32_t>& tokens) {
                 std::to_string(n_ctx_) + " used); raise --ctx");
   for (size_t t0 = 0; t0 < tokens.size(); t0 += n_ubatch_) {
     const uint32_t n = uint32_t(std::min<size_t>(n_ubatch_, tokens.size() - t0));
+    const bool logits = t0 + n == tokens.size();
     if (n == 1)
       offload_ ? decode_offload(tokens[t0]) : decode_resident(tokens[t0]);
     else
-      offload_ ? prefill_offload(tokens.data() + t0, n) : prefill_resident(tokens.data() + t0, n);
+      offload_ ? prefill_offload(tokens.data() + t0, n, logits) : prefill_resident(tokens.data() + t0, n, logits);
   }
   if (offload_ && opt_.pin_per_layer > 0 && !cache_->pinned()) cache_->pin_hot(opt_.pin_per_layer);
   return read_logits();
+}
+
+LayerProgram::Keep GpuEngine::keep_rows(int il, bool logits) const {
+  using Keep = LayerProgram::Keep;
+  static const bool all = vk::env_off("VKMOE_LAST_LAYER_ROWS");
+  return all || il + 1 < c_.n_layer ? Keep::All : logits ? Keep::Last : Keep::None;
 }
 
 // ---- resident schedule: one command buffer per ubatch (or decoded token) ----
@@ -264,7 +271,7 @@ std::span<const float> GpuEngine::forward(const std::vector<int32_t>& tokens) {
 // layers before it are submitted in chunks of 1, 2, 4, 8, ... layers as they
 // are recorded, so that the GPU starts while the host records the rest (with
 // one submission a pp512 run took 4-8 ms longer than its GPU time; PERF.md run 31).
-void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early) {
+void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early, bool logits) {
   const Activations& a = *act_;
   r->copy(in_x_, 0, a.x, 0, uint64_t(n) * c_.n_embd * 4);
   r->barrier();
@@ -272,8 +279,9 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
   bool normed = false;
   int next_cut = 1;
   for (int il = 0; il < c_.n_layer; ++il) {
-    prog_->attention(*r, il, pos0, n, normed);
+    n = prog_->attention(*r, il, pos0, n, normed, keep_rows(il, logits));
     normed = false;
+    if (n == 0) return;  // nothing reads this ubatch's last hidden states
     if (m_.layers()[il].spec.moe) {
       const bool last = il + 1 == c_.n_layer;
       const GpuTensor* next_norm = n > 1 ? nullptr : last ? &w_.output_norm : &w_.layers[il + 1].attn_norm;
@@ -292,7 +300,7 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
   record_logits_readback(*r);
 }
 
-void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n) {
+void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n, bool logits) {
   drop_prepared();
   embed(tokens, n);
   vk::Recorder* r = &next_recorder();
@@ -300,7 +308,7 @@ void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n) {
   if (profile) begin_profile(*r);
   // VKMOE_CHUNKED_SUBMIT=0: one submission per ubatch (A/B measurements).
   static const bool chunked = !vk::env_off("VKMOE_CHUNKED_SUBMIT");
-  record_resident(r, uint32_t(pos_), n, chunked);
+  record_resident(r, uint32_t(pos_), n, chunked, logits);
   profiling_ = false;
   r->submit().wait();
   pos_ += int(n);

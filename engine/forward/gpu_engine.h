@@ -54,10 +54,14 @@ class GpuEngine final : public Engine {
  private:
   // Schedules (gpu_engine.cpp: resident; gpu_offload.cpp: offload).
   void decode_resident(int32_t token);
-  void prefill_resident(const int32_t* tokens, uint32_t n);
-  void record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early);
+  // logits: whether this ubatch's last token gives the logits (the prompt's last ubatch).
+  void prefill_resident(const int32_t* tokens, uint32_t n, bool logits);
+  void record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early, bool logits = true);
   void decode_offload(int32_t token);
-  void prefill_offload(const int32_t* tokens, uint32_t n);
+  void prefill_offload(const int32_t* tokens, uint32_t n, bool logits);
+  // The rows layer il of a prompt ubatch computes past its attention: all but
+  // in the last layer, there the last one (logits) or none (VKMOE_LAST_LAYER_ROWS=0: all).
+  LayerProgram::Keep keep_rows(int il, bool logits) const;
   void record_offload_a(vk::Recorder& r, int il);
   void record_offload_b(vk::Recorder& r, int il);
   void record_offload_end(vk::Recorder& r, uint32_t n);

@@ -206,7 +206,7 @@ void GpuEngine::cache_maintenance(int il, bool predict) {
 
 // ---- prompt processing: a ubatch of n tokens ----
 
-void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
+void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n, bool logits) {
   drop_prepared();
   embed(tokens, n);
   const Activations& a = *act_;
@@ -217,6 +217,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
   float* cpu_out = cpu_out_.as<float>();
   std::fill(cpu_out, cpu_out + size_t(n) * E, 0.f);
   ++prefill_stats_.ubatches;
+  uint32_t rows = n;  // past the attention: fewer in the last layer (keep_rows)
   for (int il = 0; il < L; ++il) {
     // A: attention and router; the host reads the router logits and xn.
     vk::Recorder& ra = next_recorder();
@@ -225,32 +226,36 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     else
       ops_->add_rows(ra, Rows(cpu_out_, E), Rows(a.x, E), E, n);
     ra.barrier();
-    prog_->attention(ra, il, uint32_t(pos_), n, false);
+    rows = prog_->attention(ra, il, uint32_t(pos_), n, false, keep_rows(il, logits));
+    if (rows == 0) {  // the keys and values were all this layer had to store
+      ra.submit().wait();
+      break;
+    }
     const bool moe = m_.layers()[il].spec.moe;
     if (moe) {
-      prog_->ffn_norm(ra, il, n);
-      prog_->router(ra, il, n);
+      prog_->ffn_norm(ra, il, rows);
+      prog_->router(ra, il, rows);
       ra.barrier();
-      ra.copy(a.rlog, 0, readback_, rb_rlog_, uint64_t(n) * N * 4);
-      ra.copy(a.xn, 0, readback_, rb_xn_, uint64_t(n) * E * 4);
+      ra.copy(a.rlog, 0, readback_, rb_rlog_, uint64_t(rows) * N * 4);
+      ra.copy(a.xn, 0, readback_, rb_xn_, uint64_t(rows) * E * 4);
     }
     ra.submit().wait();
-    std::fill(cpu_out, cpu_out + size_t(n) * E, 0.f);
+    std::fill(cpu_out, cpu_out + size_t(rows) * E, 0.f);
     if (!moe) {
       vk::Recorder& rb = next_recorder();
-      prog_->dense_ffn(rb, il, n);
+      prog_->dense_ffn(rb, il, rows);
       rb.submit();
       continue;
     }
 
     // Route every token; gather each expert's tokens.
     const float* rl = reinterpret_cast<const float*>(readback_.data() + rb_rlog_);
-    for (uint32_t t = 0; t < n; ++t)
+    for (uint32_t t = 0; t < rows; ++t)
       route_topk(rl + size_t(t) * N, probs_bias(il), int(N), int(K), c_.router,
                  ids.data() + t * K, wts.data() + t * K);
     std::vector<std::vector<int32_t>> tokens_of(N);
     std::vector<std::vector<float>> weights_of(N);
-    for (uint32_t t = 0; t < n; ++t)
+    for (uint32_t t = 0; t < rows; ++t)
       for (uint32_t j = 0; j < K; ++j) {
         tokens_of[ids[t * K + j]].push_back(int32_t(t));
         weights_of[ids[t * K + j]].push_back(wts[t * K + j]);
@@ -305,12 +310,12 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     // The expert of each group (slot) goes along for the per-expert biases.
     auto run_pool = [&](const ExpertBuffers& pool, const std::vector<int32_t>& group_of, int t) {
       const vk::Buffer& table = host_table_[h][t];
-      vk::build_moe_table(ids.data(), MoeTableLayout::make(n, K, pool.count), group_of.data(), N, table.as<uint32_t>());
+      vk::build_moe_table(ids.data(), MoeTableLayout::make(rows, K, pool.count), group_of.data(), N, table.as<uint32_t>());
       int32_t* expert_of = host_group_expert_[h][t].as<int32_t>();
       std::fill(expert_of, expert_of + pool.count, -1);
       for (uint32_t e = 0; e < N; ++e)
         if (group_of[e] >= 0) expert_of[group_of[e]] = int32_t(e);
-      prog_->experts_grouped(rb, il, pool, table, host_wts_[h], n, &host_group_expert_[h][t]);
+      prog_->experts_grouped(rb, il, pool, table, host_wts_[h], rows, &host_group_expert_[h][t]);
     };
     if (cached > 0)
       run_pool({&cache_->gate_pool(il), &cache_->up_pool(il), &cache_->down_pool(il), uint32_t(cache_->slots())},
@@ -338,7 +343,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
       }
       if (!kept.empty()) rb.barrier();
     }
-    prog_->shared_expert(rb, il, n);
+    prog_->shared_expert(rb, il, rows);
     const vk::SyncPoint b_done = rb.submit(waits);
     for (auto [slot, e] : kept) cache_->filled(il, slot, b_done);
 
@@ -361,9 +366,11 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n) {
     stats_.record_compute(il, cached + staged, cpu_batches.size());
     if (staged > 0) stats_.record_upload(il, uint64_t(staged) * expert_bytes);
   }
-  vk::Recorder& re = next_recorder();
-  record_offload_end(re, n);
-  re.submit().wait();
+  if (rows > 0) {
+    vk::Recorder& re = next_recorder();
+    record_offload_end(re, rows);
+    re.submit().wait();
+  }
   pos_ += int(n);
   stats_.add_tokens(n);
 }

@@ -52,7 +52,7 @@ void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n) const {
   }
 }
 
-void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const {
+uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep) const {
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
@@ -118,6 +118,15 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
     r.barrier();
     mark_(r, "qk-norm/rope/kv store");
   }
+  if (keep == Keep::None) return 0;
+  if (keep == Keep::Last && n > 1) {
+    // The last row's query and residual go to row 0; one query over the cache from there on.
+    r.copy(a_.q, uint64_t(n - 1) * Q * 4, a_.q, 0, uint64_t(Q) * 4);
+    r.copy(a_.x, uint64_t(n - 1) * E * 4, a_.x, 0, uint64_t(E) * 4);
+    r.barrier();
+    at.pos0 = pos0 + n - 1;
+    at.n_tokens = n = 1;
+  }
   vk::record_attention(r, at);
   r.barrier();
   mark_(r, "attention");
@@ -130,6 +139,7 @@ void LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n,
     r.barrier();
   }
   mark_(r, "out proj");
+  return n;
 }
 
 void LayerProgram::ffn_norm(vk::Recorder& r, int il, uint32_t n) const {

@@ -33,9 +33,14 @@ class LayerProgram {
   using Mark = std::function<void(vk::Recorder&, const char*)>;
   LayerProgram(const Model& m, const GpuModel& g, Activations& a, const GpuOps& ops, vk::KvType kv, Mark mark);
 
-  // Attention block; leaves x += attention.
-  // normed: xn already holds attn_norm(x) (fused into the previous layer).
-  void attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed) const;
+  // Which rows an attention block leaves for the rest of its layer: all n, the
+  // last one (moved to row 0; e.g. the last layer of a prompt whose last token
+  // gives the logits) or none (its keys and values stored, nothing else).
+  enum class Keep { All, Last, None };
+  // Attention block; leaves x += attention for the rows `keep` names and
+  // returns how many rows that is. normed: xn already holds attn_norm(x)
+  // (fused into the previous layer).
+  uint32_t attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep = Keep::All) const;
   // xn = ffn_norm(x), for the FFN blocks that read xn.
   void ffn_norm(vk::Recorder& r, int il, uint32_t n) const;
   // x += dense SwiGLU FFN of ffn_norm(x) (computed here).
