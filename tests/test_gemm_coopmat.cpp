@@ -50,7 +50,7 @@ struct Path {
   void (*record)(Recorder&, const GemmArgs&, const GemmIdsArgs*);
   bool cm2;  // needs vec4-aligned activation rows and whole-block expert strides
 };
-const Path kCoopmat{"coopmat", "VKMOE_COOPMAT_TILE", {"L1", "L", "M", "XS32"}, {"L", "M", "S"},
+const Path kCoopmat{"coopmat", "VKMOE_COOPMAT_TILE", {"L1", "L", "M", "XS32", "LW", "L1W", "MW"}, {"L", "M", "S"},
                     gemm_coopmat_available, record_gemm_coopmat, false};
 const Path kCoopmat2{"coopmat2", "VKMOE_COOPMAT2_TILE", {"L", "M", "S", "XS", "L64", "M64"}, {"L", "M", "L64", "M64"},
                      gemm_coopmat2_available, record_gemm_coopmat2, true};
@@ -383,7 +383,7 @@ INSTANTIATE_TEST_SUITE_P(Paths, GemmCoopmat,
                          ::testing::Combine(::testing::Values(&kCoopmat, &kCoopmat2), ::testing::ValuesIn(kTypes)),
                          param_name);
 
-// TFLOP/s of products with 512 tokens (dense 2048x768 and 2048x4096, and an
+// TFLOP/s of products with 512 tokens (dense 2048x768, 2048x4096, 4096x2048 and 2048x512, and an
 // expert-grouped 128-expert top-8 layer of 2048x768 and 768x2048 experts, and
 // the gate/up form of the first against two products), per path and
 // tile; weights Q4_K or the type VKMOE_COOPMAT_BENCH_TYPE names (e.g. F16).
@@ -418,23 +418,28 @@ TEST_P(GemmCoopmatBench, Throughput) {
     const auto ns = ts.read_ns(0, 2);
     return (ns[1] - ns[0]) / reps;
   };
-  std::vector<float> x(size_t(n_tokens) * ncols);
   std::normal_distribution<float> nd(0.f, 1.f);
-  for (auto& v : x) v = nd(rng);
-  Buffer xb = upload(ctx, x.data(), x.size() * 4, "x");
-  Buffer sb = ctx.create_buffer(gemm_scratch_bytes(ncols, n_tokens), MemoryKind::Device, "scratch");
-  for (uint32_t nrows : {768u, 4096u}) {
-    const test::QMatrix m = test::quantized_matrix(rng, bt, ncols, nrows);
+  auto random_x = [&](uint32_t cols) {
+    std::vector<float> x(size_t(n_tokens) * cols);
+    for (auto& v : x) v = nd(rng);
+    return upload(ctx, x.data(), x.size() * 4, "x");
+  };
+  Buffer xb = random_x(ncols);
+  // Dense: the experts' shape, the q and output projections and the k/v shape (columns x rows).
+  for (const auto [dcols, nrows] : {std::pair{ncols, 768u}, {ncols, 4096u}, {4096u, ncols}, {ncols, 512u}}) {
+    Buffer dxb = dcols == ncols ? Buffer() : random_x(dcols);
+    Buffer sb = ctx.create_buffer(gemm_scratch_bytes(dcols, n_tokens), MemoryKind::Device, "scratch");
+    const test::QMatrix m = test::quantized_matrix(rng, bt, dcols, nrows);
     Buffer wb = upload(ctx, m.bytes.data(), m.bytes.size(), "w");
     Buffer yb = ctx.create_buffer(size_t(n_tokens) * nrows * 4, MemoryKind::Device, "y");
     GemmArgs a;
     a.type = bt;
-    a.ncols = ncols;
+    a.ncols = dcols;
     a.nrows = nrows;
     a.n_tokens = n_tokens;
     a.w = BufferRange(wb);
-    a.x = BufferRange(xb);
-    a.x_stride = ncols;
+    a.x = BufferRange(dcols == ncols ? xb : dxb);
+    a.x_stride = dcols;
     a.y = BufferRange(yb);
     a.y_stride = nrows;
     a.scratch = BufferRange(sb);
@@ -443,8 +448,8 @@ TEST_P(GemmCoopmatBench, Throughput) {
     for (const char* tile : tiles) {
       TileScope scope(path, tile);
       const double ns = time_ns([&](Recorder& rec) { path.record(rec, a, nullptr); });
-      std::printf("%s %s dense %ux%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n", path.name, type_name(bt), ncols,
-                  nrows, n_tokens, tile, ns / 1e3, 2.0 * ncols * nrows * n_tokens / ns / 1e3);
+      std::printf("%s %s dense %ux%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n", path.name, type_name(bt), dcols,
+                  nrows, n_tokens, tile, ns / 1e3, 2.0 * dcols * nrows * n_tokens / ns / 1e3);
     }
   }
   // The experts' gate (or up) shape over gathered token rows, and the down shape over slot rows.
