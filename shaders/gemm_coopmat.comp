@@ -11,7 +11,7 @@
 // [z k_split, (z + 1) k_split) into plane z of y (gemm_split_sum.comp adds them).
 // Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
 // workgroup, 2 = BN tokens per workgroup, 3 = WM, 4 = WN rows/tokens per
-// subgroup (WM / TM <= 4 and WN / TN <= 4 fragments), 5..7 = TM, TN, TK
+// subgroup (WM / TM <= 4 and WN / TN <= 2 fragments), 5..7 = TM, TN, TK
 // fragment sizes, 8 = SG subgroup size,
 // 9 = BK columns per step (multiple of 32), 10 = NBUF shared buffers (2: one
 // barrier a step; 1: two barriers a step, half the shared memory).
@@ -262,14 +262,6 @@ vec4 load_x(int row, uint k) {
   if (NI > 1) x1 = coopMatMulAdd(fa1, fb, x1);         \
   if (NI > 2) x2 = coopMatMulAdd(fa2, fb, x2);         \
   if (NI > 3) x3 = coopMatMulAdd(fa3, fb, x3);
-// B fragment column j (if the subgroup has it) times the NI A fragments fa0..
-// into the accumulators x0..x3 (b0: the subgroup's first B element of the step).
-#define B_COLUMN(j, x0, x1, x2, x3)                                                       \
-  if (NJ > j) {                                                                            \
-    FRAG_B fb;                                                                             \
-    coopMatLoad(fb, sb, b0 + j * TN * SROW, SROW, gl_CooperativeMatrixLayoutColumnMajor); \
-    MMA_COLUMN(fb, x0, x1, x2, x3)                                                         \
-  }
 
 uint row0, col0;  // the workgroup's first weight row and token (or slot)
 
@@ -359,11 +351,9 @@ void main() {
 
   // Accumulators as separate variables, not an array: NVIDIA's compiler keeps
   // arrays of more than two fragments in local memory. Unused ones (NI < 4,
-  // NJ < 4) are removed at specialization.
+  // NJ < 2) are removed at specialization.
   ACC c00 = ACC(0.0), c10 = ACC(0.0), c20 = ACC(0.0), c30 = ACC(0.0);
   ACC c01 = ACC(0.0), c11 = ACC(0.0), c21 = ACC(0.0), c31 = ACC(0.0);
-  ACC c02 = ACC(0.0), c12 = ACC(0.0), c22 = ACC(0.0), c32 = ACC(0.0);
-  ACC c03 = ACC(0.0), c13 = ACC(0.0), c23 = ACC(0.0), c33 = ACC(0.0);
 
   Raw ra[A_PER_T];
   vec4 rx[B_PER_T];
@@ -419,10 +409,16 @@ void main() {
       if (NI > 1) coopMatLoad(fa1, sa, a0 + TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
       if (NI > 2) coopMatLoad(fa2, sa, a0 + 2 * TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
       if (NI > 3) coopMatLoad(fa3, sa, a0 + 3 * TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
-      B_COLUMN(0, c00, c10, c20, c30)
-      B_COLUMN(1, c01, c11, c21, c31)
-      B_COLUMN(2, c02, c12, c22, c32)
-      B_COLUMN(3, c03, c13, c23, c33)
+      {
+        FRAG_B fb;
+        coopMatLoad(fb, sb, b0, SROW, gl_CooperativeMatrixLayoutColumnMajor);
+        MMA_COLUMN(fb, c00, c10, c20, c30)
+      }
+      if (NJ > 1) {
+        FRAG_B fb;
+        coopMatLoad(fb, sb, b0 + TN * SROW, SROW, gl_CooperativeMatrixLayoutColumnMajor);
+        MMA_COLUMN(fb, c01, c11, c21, c31)
+      }
     }
     if (NBUF == 1) barrier();  // every subgroup done with the buffer
     if (more) {
@@ -434,23 +430,23 @@ void main() {
 #if GLU
   // Fragments (0, 1) and (2, 3) of a column: gate and up of TM features each.
   const uint rt = wm * (NI / 2) * TM;
-#define STORE_COLUMN(j, x0, x1, x2, x3)                   \
-  if (NJ > j) {                                           \
-    store_frag(glu_frag(x0, x1), rt, j);                  \
-    if (NI > 2) store_frag(glu_frag(x2, x3), rt + TM, j); \
+  store_frag(glu_frag(c00, c10), rt, 0);
+  if (NI > 2) store_frag(glu_frag(c20, c30), rt + TM, 0);
+  if (NJ > 1) {
+    store_frag(glu_frag(c01, c11), rt, 1);
+    if (NI > 2) store_frag(glu_frag(c21, c31), rt + TM, 1);
   }
 #else
   const uint rt = wm * WM;
-#define STORE_COLUMN(j, x0, x1, x2, x3)                 \
-  if (NJ > j) {                                         \
-    store_frag(x0, rt, j);                              \
-    if (NI > 1) store_frag(x1, rt + TM, j);             \
-    if (NI > 2) store_frag(x2, rt + 2 * TM, j);         \
-    if (NI > 3) store_frag(x3, rt + 3 * TM, j);         \
+  store_frag(c00, rt, 0);
+  if (NI > 1) store_frag(c10, rt + TM, 0);
+  if (NI > 2) store_frag(c20, rt + 2 * TM, 0);
+  if (NI > 3) store_frag(c30, rt + 3 * TM, 0);
+  if (NJ > 1) {
+    store_frag(c01, rt, 1);
+    if (NI > 1) store_frag(c11, rt + TM, 1);
+    if (NI > 2) store_frag(c21, rt + 2 * TM, 1);
+    if (NI > 3) store_frag(c31, rt + 3 * TM, 1);
   }
 #endif
-  STORE_COLUMN(0, c00, c10, c20, c30)
-  STORE_COLUMN(1, c01, c11, c21, c31)
-  STORE_COLUMN(2, c02, c12, c22, c32)
-  STORE_COLUMN(3, c03, c13, c23, c33)
 }

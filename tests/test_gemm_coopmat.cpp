@@ -50,7 +50,7 @@ struct Path {
   void (*record)(Recorder&, const GemmArgs&, const GemmIdsArgs*);
   bool cm2;  // needs vec4-aligned activation rows and whole-block expert strides
 };
-const Path kCoopmat{"coopmat", "VKMOE_COOPMAT_TILE", {"L1", "L", "M", "XS32", "LW", "L1W", "MW"}, {"L", "M", "S"},
+const Path kCoopmat{"coopmat", "VKMOE_COOPMAT_TILE", {"L1", "L", "M", "XS32"}, {"L", "M", "S"},
                     gemm_coopmat_available, record_gemm_coopmat, false};
 const Path kCoopmat2{"coopmat2", "VKMOE_COOPMAT2_TILE", {"L", "M", "S", "XS", "L64", "M64"}, {"L", "M", "L64", "M64"},
                      gemm_coopmat2_available, record_gemm_coopmat2, true};

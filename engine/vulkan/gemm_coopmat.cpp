@@ -10,7 +10,7 @@
 // Expert-grouped products may carry the up weights of a gated FFN
 // (GemmIdsArgs::glu_up): gate and up in one product, its activation applied to
 // the accumulators (gemm_coopmat_glu_<type>; the expert tiles all fit it).
-// VKMOE_COOPMAT_TILE=L1|L|M|XS32|LW|L1W|MW (expert-grouped: L|M|S) forces a workgroup tile; VKMOE_COOPMAT_SHAPE and
+// VKMOE_COOPMAT_TILE=L1|L|M|XS32 (expert-grouped: L|M|S) forces a workgroup tile; VKMOE_COOPMAT_SHAPE and
 // VKMOE_COOPMAT_IDS_SHAPE=BM,BN,WM,WN,BK any fitting one for the dense and the
 // expert-grouped kernel (benchmarks; expert-grouped needs BN = kMoeTileRows), with
 // an optional sixth field NBUF (1 or 2).
@@ -43,11 +43,7 @@ struct Tile {
 constexpr Tile kTiles[] = {{"L1", 128, 64, 32, 32, 32, 1},
                            {"L", 128, 128, 64, 32, 32},
                            {"M", 64, 64, 32, 32, 32},
-                           {"XS32", 64, 32, 32, 16, 32},
-                           // 4 x 4 fragments a subgroup (candidates, measured before any default uses them)
-                           {"LW", 128, 128, 64, 64, 32},
-                           {"L1W", 128, 64, 64, 64, 32, 1},
-                           {"MW", 64, 128, 32, 64, 32}};
+                           {"XS32", 64, 32, 32, 16, 32}};
 // Expert-grouped: one MoE table tile (kMoeTileRows slots) per workgroup column,
 // one shared buffer. Q4_K 2048 x 768 per expert, top-8 of 128, 512 tokens, on an
 // H200 (PERF.md run 30): L 251 us, against 342 with two buffers (M 289, S 380);
@@ -81,9 +77,9 @@ uint32_t shared_bytes(const Tile& t, const Frag& f) {
   return t.nbuf * (t.bm + t.bn) * (t.bk + 8) * 2 + warps * f.m * f.n * 4;
 }
 
-// Fragments per subgroup: at most 4 x 4 (the shader's separate accumulators).
+// Fragments per subgroup: at most 4 x 2 (the shader's separate accumulators).
 bool tile_fits(const DeviceInfo& d, const Tile& t, const Frag& f) {
-  if (t.wm % f.m || t.wn % f.n || t.wm / f.m > 4 || t.wn / f.n > 4) return false;
+  if (t.wm % f.m || t.wn % f.n || t.wm / f.m > 4 || t.wn / f.n > 2) return false;
   const uint32_t threads = (t.bm / t.wm) * (t.bn / t.wn) * d.subgroup_size;
   return threads <= d.max_workgroup_invocations && threads <= d.max_workgroup_size[0] &&
          shared_bytes(t, f) <= d.max_shared_memory_bytes;
