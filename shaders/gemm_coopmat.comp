@@ -355,17 +355,6 @@ void main() {
   ACC c00 = ACC(0.0), c10 = ACC(0.0), c20 = ACC(0.0), c30 = ACC(0.0);
   ACC c01 = ACC(0.0), c11 = ACC(0.0), c21 = ACC(0.0), c31 = ACC(0.0);
 
-  // The subgroup's fragment columns holding any token: the others' products are
-  // skipped (a table tile's token slots come before its padding, so a column
-  // whose first slot is padding is all padding).
-  const uint c0 = col0 + wn * WN;
-#if INDEXED
-  const bool live0 = table[p.slot_token_off + c0] >= 0;
-  const bool live1 = NJ > 1 && table[p.slot_token_off + c0 + TN] >= 0;
-#else
-  const bool live0 = c0 < p.n_tokens, live1 = NJ > 1 && c0 + TN < p.n_tokens;
-#endif
-
   Raw ra[A_PER_T];
   vec4 rx[B_PER_T];
   const uint k_begin = gl_WorkGroupID.z * p.k_split;  // k_split: a multiple of BK
@@ -420,12 +409,12 @@ void main() {
       if (NI > 1) coopMatLoad(fa1, sa, a0 + TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
       if (NI > 2) coopMatLoad(fa2, sa, a0 + 2 * TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
       if (NI > 3) coopMatLoad(fa3, sa, a0 + 3 * TM * SROW, SROW, gl_CooperativeMatrixLayoutRowMajor);
-      if (live0) {
+      {
         FRAG_B fb;
         coopMatLoad(fb, sb, b0, SROW, gl_CooperativeMatrixLayoutColumnMajor);
         MMA_COLUMN(fb, c00, c10, c20, c30)
       }
-      if (live1) {
+      if (NJ > 1) {
         FRAG_B fb;
         coopMatLoad(fb, sb, b0 + TN * SROW, SROW, gl_CooperativeMatrixLayoutColumnMajor);
         MMA_COLUMN(fb, c01, c11, c21, c31)
@@ -441,23 +430,19 @@ void main() {
 #if GLU
   // Fragments (0, 1) and (2, 3) of a column: gate and up of TM features each.
   const uint rt = wm * (NI / 2) * TM;
-  if (live0) {
-    store_frag(glu_frag(c00, c10), rt, 0);
-    if (NI > 2) store_frag(glu_frag(c20, c30), rt + TM, 0);
-  }
-  if (live1) {
+  store_frag(glu_frag(c00, c10), rt, 0);
+  if (NI > 2) store_frag(glu_frag(c20, c30), rt + TM, 0);
+  if (NJ > 1) {
     store_frag(glu_frag(c01, c11), rt, 1);
     if (NI > 2) store_frag(glu_frag(c21, c31), rt + TM, 1);
   }
 #else
   const uint rt = wm * WM;
-  if (live0) {
-    store_frag(c00, rt, 0);
-    if (NI > 1) store_frag(c10, rt + TM, 0);
-    if (NI > 2) store_frag(c20, rt + 2 * TM, 0);
-    if (NI > 3) store_frag(c30, rt + 3 * TM, 0);
-  }
-  if (live1) {
+  store_frag(c00, rt, 0);
+  if (NI > 1) store_frag(c10, rt + TM, 0);
+  if (NI > 2) store_frag(c20, rt + 2 * TM, 0);
+  if (NI > 3) store_frag(c30, rt + 3 * TM, 0);
+  if (NJ > 1) {
     store_frag(c01, rt, 1);
     if (NI > 1) store_frag(c11, rt + TM, 1);
     if (NI > 2) store_frag(c21, rt + 2 * TM, 1);
