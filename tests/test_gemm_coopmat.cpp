@@ -103,13 +103,14 @@ Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
   return b;
 }
 
-// split_k: room for a split-K product's partial sums (the KHR path splits few-workgroup products).
+// split_k: room for a split-K product's partial sums (the KHR path splits few-workgroup products);
+// sums_later: their sum recorded by the test after a barrier (GemmArgs::sums_later).
 void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
-                 bool accumulate, bool split_k = false, bool aligned_y = false) {
+                 bool accumulate, bool split_k = false, bool aligned_y = false, bool sums_later = false) {
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
                std::to_string(n_tokens) + (accumulate ? " accumulate" : "") + (split_k ? " split-K room" : "") +
-               (aligned_y ? " aligned y" : ""));
+               (aligned_y ? " aligned y" : "") + (sums_later ? " sums later" : ""));
   const test::QMatrix m = test::quantized_matrix(rng, t, ncols, nrows);
   std::normal_distribution<float> nd(0.f, 1.f);
   // Unaligned y (scalar stores), or with aligned_y rows of vec4s (the KHR path's vec4 stores; nrows may
@@ -141,9 +142,16 @@ void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols
   a.scratch = BufferRange(sb);
   Buffer kb = ctx.create_buffer(gemm_split_k_bytes(nrows, n_tokens), MemoryKind::Device, "split-K");
   if (split_k) a.split_k = BufferRange(kb);
+  std::vector<GemmSplitSum> sums;
+  if (sums_later) a.sums_later = &sums;
   Recorder rec(ctx);
   rec.begin();
   path.record(rec, a, nullptr);
+  if (sums_later && !path.cm2) EXPECT_FALSE(sums.empty()) << "the split product left no sum for later";
+  if (!sums.empty()) {
+    rec.barrier();
+    record_gemm_split_sums(rec, sums);
+  }
   rec.submit().wait();
   std::vector<float> y(y0.size());
   ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
@@ -344,6 +352,7 @@ TEST_P(GemmCoopmat, Dense) {
   check_dense(path(), rng_, t, k_long, 100, 70, false, true);
   check_dense(path(), rng_, t, k_long, 100, 70, true, true);
   check_dense(path(), rng_, t, k_long, 102, 70, true, true, true);
+  check_dense(path(), rng_, t, k_long, 102, 70, true, true, true, /*sums_later=*/true);
 }
 
 TEST_P(GemmCoopmat, Indexed) {

@@ -25,7 +25,8 @@ uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 
 
 }  // namespace
 
-void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc, SplitK split) const {
+void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc, SplitK split,
+                    std::vector<vk::GemmSplitSum>* sums_later) const {
   // Matrices larger than one binding may cover (a big output head on a device
   // with a small storage-buffer range) go in row chunks whose offsets respect
   // the binding alignment.
@@ -62,6 +63,7 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
       if (split != SplitK::kNo && split_ && chunk == w.nrows) {  // chunks run without barriers between them
         const uint64_t half = split_->size() / 2;
         a.split_k = vk::BufferRange(*split_, split == SplitK::kHalfA ? 0 : half, half);
+        a.sums_later = sums_later;
       }
       vk::record_gemm(r, a, gemm_for(w.type));
     }

@@ -3,6 +3,7 @@
 // a token count: activations are [tokens][width] rows. Products pick the
 // matrix-vector kernels for one token and the GEMM kernels for more.
 #include <cstdint>
+#include <vector>
 
 #include "engine/forward/gpu_weights.h"
 #include "engine/model/layer_spec.h"
@@ -48,9 +49,10 @@ class GpuOps {
 
   // y[t] (+)= W x[t] for t < n.
   // split: the product may split its rows' columns over workgroups, with its
-  // partial sums in that half of the split-K buffer.
+  // partial sums in that half of the split-K buffer; sums_later: where a split
+  // product leaves the sum of its partials (vk::GemmArgs::sums_later).
   void linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_t n, bool acc = false,
-              SplitK split = SplitK::kNo) const;
+              SplitK split = SplitK::kNo, std::vector<vk::GemmSplitSum>* sums_later = nullptr) const;
   // y[t] (+)= W act(g[t], u[t]) (SwiGLU, see swiglu): one fused dispatch for
   // one token; for more, swiglu in place on g (stride = width), a barrier,
   // then the product.

@@ -1,6 +1,7 @@
 #include "engine/forward/layer_program.h"
 
 #include <cmath>
+#include <vector>
 
 #include "engine/forward/non_finite.h"
 #include "engine/vulkan/vk_matvec.h"
@@ -32,12 +33,21 @@ void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n) const {
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
   const Rows xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
-  // k and v split their long rows (few outputs) in halves of their own; each waits
-  // for its partial sums, and q runs beside the second one's sum (run 31).
-  ops_.linear(r, g.wk, xn, k, n, false, SplitK::kHalfA);
-  ops_.linear(r, g.wv, xn, v, n, false, SplitK::kHalfB);
-  ops_.linear(r, g.wq, xn, q, n);
+  // k and v split their long rows (few outputs) in halves of their own; their
+  // partial products run beside q's, their sums after one barrier
+  // (VKMOE_QKV_TOGETHER=0: k's and v's each after a barrier of its own, then q).
+  static const bool together = !vk::env_off("VKMOE_QKV_TOGETHER");
+  std::vector<vk::GemmSplitSum> sums;
+  std::vector<vk::GemmSplitSum>* later = together ? &sums : nullptr;
+  if (together) ops_.linear(r, g.wq, xn, q, n);
+  ops_.linear(r, g.wk, xn, k, n, false, SplitK::kHalfA, later);
+  ops_.linear(r, g.wv, xn, v, n, false, SplitK::kHalfB, later);
+  if (!together) ops_.linear(r, g.wq, xn, q, n);
   r.barrier();
+  if (!sums.empty()) {
+    vk::record_gemm_split_sums(r, sums);
+    r.barrier();
+  }
   mark_(r, "q/k/v");
   if (spec.qkv_bias) {
     ops_.add_rows(r, Rows(g.bq.buf, 0), q, Q, n);

@@ -357,11 +357,22 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     ps.split_stride = static_cast<uint32_t>(plane);
     ps.y_vec4 = a.nrows % 4 == 0 && plane % 4 == 0 ? 1 : 0;
     rec.dispatch(pl, {a.w, a.x, a.split_k}, ps, gx, gy, splits);
+    const GemmSplitSum sum{a.split_k, a.y,        a.nrows,    a.n_tokens, splits, static_cast<uint32_t>(plane),
+                           a.y_offset, a.y_stride, a.accumulate};
+    if (a.sums_later) {
+      a.sums_later->push_back(sum);
+      return;
+    }
     rec.barrier();
-    const SplitSumPush sp{a.nrows, a.n_tokens, splits, static_cast<uint32_t>(plane), a.y_offset, a.y_stride,
-                          a.accumulate ? 1u : 0u};
-    rec.dispatch(ctx.pipeline("gemm_split_sum", 2, sizeof(SplitSumPush)), {a.split_k, a.y}, sp,
-                 (a.nrows + 255) / 256, a.n_tokens);
+    record_gemm_split_sums(rec, {sum});
+  }
+}
+
+void record_gemm_split_sums(Recorder& rec, const std::vector<GemmSplitSum>& sums) {
+  for (const GemmSplitSum& s : sums) {
+    const SplitSumPush sp{s.nrows, s.n_tokens, s.splits, s.plane, s.y_offset, s.y_stride, s.accumulate ? 1u : 0u};
+    rec.dispatch(rec.context().pipeline("gemm_split_sum", 2, sizeof(SplitSumPush)), {s.partials, s.y}, sp,
+                 (s.nrows + 255) / 256, s.n_tokens);
   }
 }
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "cpu/quant.h"
 #include "engine/vulkan/moe_table.h"
@@ -42,6 +43,15 @@ struct GemmConfig {
   GemmPath path = GemmPath::Auto;
 };
 
+// The sum of a split product's partial planes into its y.
+struct GemmSplitSum {
+  BufferRange partials, y;
+  uint32_t nrows = 0, n_tokens = 0, splits = 0, plane = 0, y_offset = 0, y_stride = 0;
+  bool accumulate = false;
+};
+// Records the sums (their partials written before a barrier the caller recorded).
+void record_gemm_split_sums(Recorder& rec, const std::vector<GemmSplitSum>& sums);
+
 struct GemmArgs {
   GgmlType type = GgmlType::F32;
   uint32_t ncols = 0, nrows = 0, n_tokens = 0;
@@ -59,6 +69,11 @@ struct GemmArgs {
   // splits long rows over few workgroups, see gemm_split_k_bytes); must not be
   // in use by a product recorded without a barrier in between. Empty: no split.
   BufferRange split_k;
+  // Where a split product leaves its sum of the partials for the caller to
+  // record after a barrier of its own (record_gemm_split_sums), so that
+  // several products' partials run together; null: the call records barrier
+  // and sum itself.
+  std::vector<GemmSplitSum>* sums_later = nullptr;
 };
 
 // Expert-grouped product (MUL_MAT_ID) over a MoeTable (see moe_table.h): for
