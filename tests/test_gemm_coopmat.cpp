@@ -103,10 +103,17 @@ Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
   return b;
 }
 
-// split_k: room for a split-K product's partial sums (the KHR path splits few-workgroup products);
-// sums_later: their sum recorded by the test after a barrier (GemmArgs::sums_later).
+// How a dense case runs: accumulate into y; split_k: room for a split-K
+// product's partial sums (the KHR path splits few-workgroup products);
+// aligned_y: y rows of vec4s (the KHR path's vec4 stores); sums_later: the
+// split's sum recorded by the test after a barrier (GemmArgs::sums_later).
+struct DenseCase {
+  bool accumulate = false, split_k = false, aligned_y = false, sums_later = false;
+};
+
 void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
-                 bool accumulate, bool split_k = false, bool aligned_y = false, bool sums_later = false) {
+                 DenseCase c = {}) {
+  const auto [accumulate, split_k, aligned_y, sums_later] = c;
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
                std::to_string(n_tokens) + (accumulate ? " accumulate" : "") + (split_k ? " split-K room" : "") +
@@ -147,7 +154,9 @@ void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols
   Recorder rec(ctx);
   rec.begin();
   path.record(rec, a, nullptr);
-  if (sums_later && !path.cm2) EXPECT_FALSE(sums.empty()) << "the split product left no sum for later";
+  if (sums_later && !path.cm2) {
+    EXPECT_FALSE(sums.empty()) << "the split product left no sum for later";
+  }
   if (!sums.empty()) {
     rec.barrier();
     record_gemm_split_sums(rec, sums);
@@ -341,18 +350,19 @@ TEST_P(GemmCoopmat, Dense) {
   for (const char* tile : path().dense_tiles) {
     TileScope scope(path(), tile);
     SCOPED_TRACE(std::string("tile ") + tile);
-    check_dense(path(), rng_, t, k1, 200, 77, false);
-    check_dense(path(), rng_, t, 256, 130, 150, true);
-    check_dense(path(), rng_, t, 256, 130, 150, true, false, true);
+    check_dense(path(), rng_, t, k1, 200, 77);
+    check_dense(path(), rng_, t, 256, 130, 150, {.accumulate = true});
+    check_dense(path(), rng_, t, 256, 130, 150, {.accumulate = true, .aligned_y = true});
   }
-  check_dense(path(), rng_, t, 1024, 300, 300, false);  // automatic tile
+  check_dense(path(), rng_, t, 1024, 300, 300);  // automatic tile
   // Few workgroups over long rows: split-K (KHR path) into 8 column ranges (the
   // last one shorter for float and Q8_0 rows); with and without accumulation.
   const uint32_t k_long = fl ? 2056 : t == GgmlType::Q8_0 ? 2080 : 2304;
-  check_dense(path(), rng_, t, k_long, 100, 70, false, true);
-  check_dense(path(), rng_, t, k_long, 100, 70, true, true);
-  check_dense(path(), rng_, t, k_long, 102, 70, true, true, true);
-  check_dense(path(), rng_, t, k_long, 102, 70, true, true, true, /*sums_later=*/true);
+  check_dense(path(), rng_, t, k_long, 100, 70, {.split_k = true});
+  check_dense(path(), rng_, t, k_long, 100, 70, {.accumulate = true, .split_k = true});
+  check_dense(path(), rng_, t, k_long, 102, 70, {.accumulate = true, .split_k = true, .aligned_y = true});
+  check_dense(path(), rng_, t, k_long, 102, 70,
+              {.accumulate = true, .split_k = true, .aligned_y = true, .sums_later = true});
 }
 
 TEST_P(GemmCoopmat, Indexed) {
@@ -435,7 +445,7 @@ TEST_P(GemmCoopmatBench, Throughput) {
   };
   Buffer xb = random_x(ncols);
   // Dense: the experts' shape, the q and output projections and the k/v shape (columns x rows).
-  for (const auto [dcols, nrows] : {std::pair{ncols, 768u}, {ncols, 4096u}, {4096u, ncols}, {ncols, 512u}}) {
+  for (const auto& [dcols, nrows] : {std::pair{ncols, 768u}, {ncols, 4096u}, {4096u, ncols}, {ncols, 512u}}) {
     Buffer dxb = dcols == ncols ? Buffer() : random_x(dcols);
     Buffer sb = ctx.create_buffer(gemm_scratch_bytes(dcols, n_tokens), MemoryKind::Device, "scratch");
     const test::QMatrix m = test::quantized_matrix(rng, bt, dcols, nrows);

@@ -357,8 +357,8 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     ps.split_stride = static_cast<uint32_t>(plane);
     ps.y_vec4 = a.nrows % 4 == 0 && plane % 4 == 0 ? 1 : 0;
     rec.dispatch(pl, {a.w, a.x, a.split_k}, ps, gx, gy, splits);
-    const GemmSplitSum sum{a.split_k, a.y,        a.nrows,    a.n_tokens, splits, static_cast<uint32_t>(plane),
-                           a.y_offset, a.y_stride, a.accumulate};
+    const GemmSplitSum sum{a.split_k, a.y, a.nrows, a.n_tokens, splits,
+                           uint32_t(plane), a.y_offset, a.y_stride, a.accumulate};
     if (a.sums_later) {
       a.sums_later->push_back(sum);
       return;
