@@ -1,9 +1,12 @@
 // GGUF reader/writer: round trips, hand-built files and rejection of corrupt input.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -272,6 +275,47 @@ TEST(GgufRoundTrip, TensorsByteForByteThroughFile) {
     EXPECT_EQ(std::memcmp(t.data, datas[k].data(), t.nbytes), 0) << t.name;
   }
   EXPECT_EQ(f->tensor("missing"), nullptr);
+}
+
+// Pages of [data, data + n) that are in memory, by mincore.
+size_t resident_pages(const uint8_t* data, size_t n) {
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(data) / page * page;
+  const size_t pages = (reinterpret_cast<uintptr_t>(data) + n - first + page - 1) / page;
+  std::vector<unsigned char> in(pages);
+  if (mincore(reinterpret_cast<void*>(first), pages * page, in.data()) != 0) return SIZE_MAX;
+  size_t count = 0;
+  for (unsigned char c : in) count += c & 1;
+  return count;
+}
+
+TEST(GgufReader, PrefetchBringsATensorsPagesIntoMemory) {
+  std::mt19937_64 rng(fresh_seed());
+  GgufWriter w;
+  w.add_str("general.architecture", "test");
+  const std::vector<uint8_t> big = random_bytes(rng, size_t(8) << 20);
+  w.add_tensor("token_embd.weight", {1024, int64_t(big.size() / 4096)}, GgmlType::F32, big);
+  const std::string path = test::temp_path("gguf_prefetch", ".gguf");
+  w.write(path);
+  // The file's pages out of the page cache (written back first).
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(fsync(fd), 0);
+  ASSERT_EQ(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  ::close(fd);
+  auto f = GgufFile::open(path);
+  std::filesystem::remove(path);
+  const GgufTensor& t = *f->tensor("token_embd.weight");
+  const size_t page = size_t(sysconf(_SC_PAGESIZE)), pages = (t.nbytes + page - 1) / page;
+  const size_t before = resident_pages(t.data, t.nbytes);
+  ASSERT_NE(before, SIZE_MAX) << "mincore failed";
+  if (before >= pages) GTEST_SKIP() << "the file's pages stayed in memory (e.g. tmpfs): nothing to observe";
+  f->prefetch(t);
+  EXPECT_GE(resident_pages(t.data, t.nbytes), pages) << before << " of " << pages << " pages were in memory before";
+  EXPECT_EQ(std::memcmp(t.data, big.data(), big.size()), 0);
+  // A file held in memory: nothing to do.
+  auto m = GgufFile::from_memory(w.to_bytes());
+  m->prefetch(*m->tensor("token_embd.weight"));
 }
 
 TEST(GgufRoundTrip, CustomAlignment) {

@@ -132,6 +132,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });
 
+  // Token rows are decoded on the CPU from the mapped file (unless tied to the
+  // output head): their pages in memory before the first prompt.
+  if (m.tok_embd.t != m.output.t) m.gguf().prefetch(*m.tok_embd.t);
   const uint64_t E = c_.n_embd, N = std::max(1, c_.n_expert), K = std::max(1, c_.n_expert_used);
   in_x_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "embeddings");
   rb_logits_ = 0;

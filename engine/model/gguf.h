@@ -148,6 +148,11 @@ class GgufFile {
 
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* tensor(const std::string& name) const;  // nullptr if absent
+  // Reads a mapped tensor's pages once, in file order, so that later random
+  // reads (a prompt's token rows) find them in memory instead of faulting them
+  // in from disk one by one (as llama.cpp maps whole files with MAP_POPULATE).
+  // Nothing to do for files held in memory.
+  void prefetch(const GgufTensor& t) const;
 
  private:
   GgufFile() = default;
