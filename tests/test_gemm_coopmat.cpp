@@ -446,7 +446,7 @@ TEST_P(GemmCoopmatBench, Throughput) {
   Buffer xb = random_x(ncols);
   // Dense: the experts' shape, the q and output projections and the k/v shape (columns x rows).
   for (const auto& [dcols, nrows] : {std::pair{ncols, 768u}, {ncols, 4096u}, {4096u, ncols}, {ncols, 512u}}) {
-    Buffer dxb = dcols == ncols ? Buffer() : random_x(dcols);
+    Buffer dxb = random_x(dcols);
     Buffer sb = ctx.create_buffer(gemm_scratch_bytes(dcols, n_tokens), MemoryKind::Device, "scratch");
     const test::QMatrix m = test::quantized_matrix(rng, bt, dcols, nrows);
     Buffer wb = upload(ctx, m.bytes.data(), m.bytes.size(), "w");
@@ -457,7 +457,7 @@ TEST_P(GemmCoopmatBench, Throughput) {
     a.nrows = nrows;
     a.n_tokens = n_tokens;
     a.w = BufferRange(wb);
-    a.x = BufferRange(dcols == ncols ? xb : dxb);
+    a.x = BufferRange(dxb);
     a.x_stride = dcols;
     a.y = BufferRange(yb);
     a.y_stride = nrows;
