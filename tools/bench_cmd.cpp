@@ -358,10 +358,17 @@ void run_bench(const Model& m, const EngineOptions& o, const BenchParams& p) {
   Printer printer(c);
   printer.begin();
   const int n_vocab = m.config().n_vocab;
-  for (const TestCase& t : tests) {
+  for (size_t i = 0; i < tests.size(); ++i) {
+    const TestCase& t = tests[i];
     TestResult r{t, utc_now(), {}, {}};
-    run_once(*engine, t, -1, n_vocab, true, &r);
-    for (int rep = 0; rep < p.repetitions; ++rep) run_once(*engine, t, rep, n_vocab, false, &r);
+    for (int rep = -1; rep < p.repetitions; ++rep) {  // -1: the warm-up
+      const auto t0 = std::chrono::steady_clock::now();
+      run_once(*engine, t, rep, n_vocab, rep < 0, &r);
+      if (p.progress)
+        std::fprintf(stderr, "vkmoe bench: test %zu/%zu: %s %.2f ms\n", i + 1, tests.size(),
+                     rep < 0 ? "warm-up" : ("run " + std::to_string(rep + 1) + "/" + std::to_string(p.repetitions)).c_str(),
+                     ns_since(t0) / 1e6);
+    }
     c.engine = engine->describe();
     c.vram = std::max(c.vram, engine->vram_bytes());
     printer.result(r);

@@ -19,6 +19,7 @@ struct BenchParams {
   std::string output = "md";  // md | json | jsonl | csv
   std::string model_path;     // empty: the built-in synthetic model
   bool expert_stats = false;
+  bool progress = false;  // each run and its wall time on stderr
 };
 
 // Most tokens one bench test may name (-p, -n, -d, -pg values).

@@ -61,7 +61,7 @@ const char* kUsage =
     "  --moe-mode MODE        auto|resident|expert-cache|cpu-moe (default auto)\n"
     "  --predict-prefetch     prefetch predicted experts of the next layer\n"
     "  --expert-stats         print prediction accuracy, hit rate, bytes moved (and GPU time per step\n"
-    "                         with VKMOE_PROFILE=1)\n"
+    "                         with VKMOE_PROFILE=1; =2 also prints each prompt ubatch's GPU time)\n"
     "  --pin-experts N        pin the N most-used experts per layer in VRAM after the prompt\n"
     "  --cpu-f32              CPU experts on f32 activations: the GPU path's result to rounding, but\n"
     "                         several times slower than the default Q8-quantized activations\n"
@@ -83,12 +83,14 @@ const char* kUsage =
     "  -pg P,G                a ppP+tgG test: prompt then generation, t/s over both\n"
     "  -d, --n-depth N,...    run every test after N untimed context tokens (default 0)\n"
     "  -r, --repetitions N    timed runs per test (default 5)\n"
-    "  -o, --output FORMAT    md (default), json, jsonl or csv (with all samples)\n";
+    "  -o, --output FORMAT    md (default), json, jsonl or csv (with all samples)\n"
+    "  --progress             print each run and its time to stderr as it ends\n";
 
 // The options of each command (see kUsage); the shared ones are in command_setup.h.
 const std::vector<OptionSpec> kRunOptions = {{"prompt", "-p"}, {"n-predict", "-n"}};
 const std::vector<OptionSpec> kBenchOptions = {{"n-prompt", "-p"}, {"n-gen", "-n"}, {"pg", "-pg"},
-                                               {"n-depth", "-d"}, {"repetitions", "-r"}, {"output", "-o"}};
+                                               {"n-depth", "-d"}, {"repetitions", "-r"}, {"output", "-o"},
+                                               {"progress", "", true}};
 const std::vector<OptionSpec> kPlanOptions = {{"ctx", "-c"}, {"device"}, {"vram-budget"},
                                               {"moe-mode"}, {"pin-experts"}, {"capacity-ratio"}};
 const std::vector<OptionSpec> kSynthOptions = {{"output", "-o"}, {"set"}, {"preset"}};
@@ -144,6 +146,7 @@ BenchParams bench_params(const Args& a) {
   p.output = parse_bench_output(a.get("output", "md"));
   p.model_path = a.get("model");
   p.expert_stats = a.has("expert-stats");
+  p.progress = a.has("progress");
   return p;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string_view>
 
 #include "cpu/thread_pool.h"
 #include "engine/forward/gpu_forward.h"
@@ -363,6 +364,8 @@ void GpuEngine::collect_profile(bool prompt, uint32_t n_tokens) {
   if (prof_labels_.empty()) return;
   StepTimes& st = prompt ? prof_prompt_ : prof_decode_;
   std::vector<double> ns = prof_->read_ns(0, static_cast<uint32_t>(prof_labels_.size()));
+  static const bool each = std::string_view(std::getenv("VKMOE_PROFILE")) == "2";
+  if (each && prompt) std::fprintf(stderr, "GPU time of a %u-token ubatch: %.1f us\n", n_tokens, (ns.back() - ns[0]) / 1e3);
   for (size_t i = 1; i < ns.size(); ++i) {
     auto it = std::find_if(st.ns.begin(), st.ns.end(), [&](auto& p) { return p.first == prof_labels_[i]; });
     if (it == st.ns.end()) it = st.ns.insert(st.ns.end(), {prof_labels_[i], 0.0});
