@@ -14,6 +14,8 @@
 // that P = exp2(s - m) <= 2^RAISE stays well inside f16; a raise rescales l
 // and the accumulators (stored, scaled by row, loaded back through the
 // subgroup's score area).
+// O_F16: O rows are written as f16 (o_stride4 in f16vec4s), the input of an
+// output projection on f16 rows.
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -40,7 +42,13 @@ const float NEG = -1e30;
 layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { uvec4 kc[]; };  // 8 halves
 layout(std430, binding = 2) readonly buffer V { uvec4 vc[]; };
+#ifdef O_F16
+layout(std430, binding = 3) writeonly buffer O { f16vec4 o4[]; };
+#define O_VEC f16vec4
+#else
 layout(std430, binding = 3) writeonly buffer O { vec4 o4[]; };
+#define O_VEC vec4
+#endif
 layout(std430, binding = 4) readonly buffer Sinks { float sinks[]; };
 layout(push_constant) uniform P {
   uint q_stride4, o_stride4;            // vec4s between tokens
@@ -261,7 +269,7 @@ void main() {
                                            : 1.0 / row_l[sg * 16 + r];                                  \
         const uint so = s_base + r * SS + c4 * 4;                                                       \
         o4[t * p.o_stride4 + h * (D / 4) + i * 4 + c4] =                                                \
-            vec4(s_sh[so], s_sh[so + 1], s_sh[so + 2], s_sh[so + 3]) * inv;                             \
+            O_VEC(vec4(s_sh[so], s_sh[so + 1], s_sh[so + 2], s_sh[so + 3]) * inv);                      \
       }                                                                                                 \
     }                                                                                                   \
     subgroupBarrier();                                                                                  \

@@ -7,6 +7,10 @@
 // (INDEXED only: y = glu(W x, U x) as shaders/glu.glsl, U the up weights at
 // binding 4; a workgroup's BM rows are BM / 2 features, gate and up fragments
 // alternating so that each subgroup holds both of its features' products).
+// Y_F16 (GLU only): Y rows are written as f16 (offset and stride in halfs),
+// for a down product on f16 rows.
+// X_F16: X rows are f16 (offsets and strides in halfs, multiples of 4), as
+// the f32 path rounds them anyway: half the activation bytes a step.
 // Split-K (k_split != 0, not INDEXED): workgroup z multiplies columns
 // [z k_split, (z + 1) k_split) into plane z of y (gemm_split_sum.comp adds them).
 // Specialization: 0 = workgroup size (= warps * SG), 1 = BM weight rows per
@@ -48,6 +52,20 @@
 #endif
 #if GLU && !INDEXED
 #error "GLU needs INDEXED"
+#endif
+#ifndef X_F16
+#define X_F16 0
+#endif
+#ifndef Y_F16
+#define Y_F16 0
+#endif
+#if Y_F16 && !GLU
+#error "Y_F16 needs GLU"
+#endif
+#if X_F16
+#define XVEC f16vec4
+#else
+#define XVEC vec4
 #endif
 
 #if WTYPE == WT_F32 || WTYPE == WT_F16 || WTYPE == WT_BF16
@@ -95,10 +113,19 @@ const uint A_PER_T = (A_CHUNKS + WG - 1) / WG, B_PER_T = (B_UNITS + WG - 1) / WG
 layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
 layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
+#if X_F16
+layout(set = 0, binding = 1) readonly buffer XH4 { f16vec4 xh4[]; };
+#else
 layout(set = 0, binding = 1) readonly buffer X1 { float x1[]; };
 layout(set = 0, binding = 1) readonly buffer X4 { vec4 x4[]; };
+#endif
+#if Y_F16
+layout(set = 0, binding = 2) writeonly buffer YH { float16_t yh[]; };
+layout(set = 0, binding = 2) writeonly buffer YH4 { f16vec4 yh4[]; };
+#else
 layout(set = 0, binding = 2) buffer Y { float y[]; };
 layout(set = 0, binding = 2) buffer Y4 { vec4 y4[]; };
+#endif
 #if INDEXED
 layout(set = 0, binding = 3) readonly buffer Table { int table[]; };
 #endif
@@ -246,11 +273,15 @@ void decode_w(Raw r, uint kc, out f16vec4 v[4]) {
 
 // 4 activations of token row `row` (< 0: zeros) from column k (ncols is a
 // multiple of 8).
-vec4 load_x(int row, uint k) {
-  if (row < 0 || k >= p.ncols) return vec4(0);
+XVEC load_x(int row, uint k) {
+  if (row < 0 || k >= p.ncols) return XVEC(0);
   const uint base = p.x_offset + uint(row) * p.x_stride + k;
+#if X_F16
+  return xh4[base / 4];
+#else
   if (p.x_vec4 != 0) return x4[base / 4];
   return vec4(x1[base], x1[base + 1], x1[base + 2], x1[base + 3]);
+#endif
 }
 
 #define ACC coopmat<float, gl_ScopeSubgroup, TM, TN, gl_MatrixUseAccumulator>
@@ -283,6 +314,13 @@ void store_frag(ACC c, uint rt, uint j) {
 #endif
     if (!col_ok || r >= p.nrows) continue;
     const uint yi = p.y_offset + gl_WorkGroupID.z * p.split_stride + n * p.y_stride + r, so = warp * TM * TN + e;
+#if Y_F16  // GLU: no accumulation
+    if (p.y_vec4 != 0 && r + 3 < p.nrows) {
+      yh4[yi / 4] = f16vec4(sout[so], sout[so + 1], sout[so + 2], sout[so + 3]);
+    } else {
+      for (uint i = 0; i < 4 && r + i < p.nrows; ++i) yh[yi + i] = float16_t(sout[so + i]);
+    }
+#else
     if (p.y_vec4 != 0 && r + 3 < p.nrows) {
       const vec4 v = vec4(sout[so], sout[so + 1], sout[so + 2], sout[so + 3]);
       y4[yi / 4] = p.accumulate != 0 ? y4[yi / 4] + v : v;
@@ -290,6 +328,7 @@ void store_frag(ACC c, uint rt, uint j) {
       for (uint i = 0; i < 4 && r + i < p.nrows; ++i)
         y[yi + i] = p.accumulate != 0 ? y[yi + i] + sout[so + i] : sout[so + i];
     }
+#endif
   }
   subgroupBarrier();
 }
@@ -356,7 +395,7 @@ void main() {
   ACC c01 = ACC(0.0), c11 = ACC(0.0), c21 = ACC(0.0), c31 = ACC(0.0);
 
   Raw ra[A_PER_T];
-  vec4 rx[B_PER_T];
+  XVEC rx[B_PER_T];
   const uint k_begin = gl_WorkGroupID.z * p.k_split;  // k_split: a multiple of BK
   const uint k_end = p.k_split == 0 ? p.ncols : min(p.ncols, k_begin + p.k_split);
   const uint steps = (k_end - k_begin + BK - 1) / BK;

@@ -6,7 +6,18 @@
 // stride and n are multiples of 4, each invocation reads 16-byte words, all
 // of its row's words in flight together (up to BATCH): a lone decode norm's
 // time is load latency.
+// F16_COPY: the output rows also go to binding 4 as f16 (h_off in halfs, the
+// same row stride; offsets, stride and n multiples of 4), the activations of
+// GEMMs on f16 rows.
 #extension GL_EXT_control_flow_attributes : require
+#ifndef F16_COPY
+#define F16_COPY 0
+#endif
+#if F16_COPY
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(std430, binding = 4) writeonly buffer H4 { f16vec4 h4[]; };
+#endif
 layout(local_size_x = 256, local_size_x_id = 0) in;
 const uint WG = gl_WorkGroupSize.x;
 layout(std430, binding = 0) readonly buffer X { float x[]; };
@@ -23,6 +34,7 @@ layout(push_constant) uniform P {
   uint has_w;
   float eps;
   uint check;
+  uint h_off;
 } p;
 const uint BATCH = 4;
 #include "reduce.glsl"
@@ -50,8 +62,12 @@ void main() {
   const float scale = inversesqrt(ss / float(p.n) + p.eps);
   if (wide) {
     for (uint i = t; i < p.n / 4; i += WG) {
-      const vec4 v = x4[xb / 4 + i] * scale;
-      y4[yb / 4 + i] = p.has_w != 0 ? v * w4[p.w_off / 4 + i] : v;
+      vec4 v = x4[xb / 4 + i] * scale;
+      if (p.has_w != 0) v *= w4[p.w_off / 4 + i];
+      y4[yb / 4 + i] = v;
+#if F16_COPY
+      h4[(p.h_off + row * p.row_stride) / 4 + i] = f16vec4(v);
+#endif
     }
   } else {
     for (uint i = t; i < p.n; i += WG) {

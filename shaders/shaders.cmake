@@ -21,6 +21,7 @@ file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/shaders)
 
 # Shader list (one line per compiled variant):
 vkmoe_shader(rms_norm rms_norm.comp)
+vkmoe_shader(rms_norm_h rms_norm.comp F16_COPY=1)
 vkmoe_shader(axpy axpy.comp)
 vkmoe_shader(swiglu swiglu.comp)
 # vkmoe_matvec_variants(PREFIX SOURCE name:WTYPE ...) builds PREFIX_<name> and

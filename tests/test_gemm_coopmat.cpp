@@ -103,21 +103,29 @@ Buffer upload(Context& ctx, const void* data, size_t bytes, const char* what) {
   return b;
 }
 
+// x as f16 values (GemmArgs::x_f16), rounded to nearest even.
+Buffer upload_f16(Context& ctx, const std::vector<float>& x, const char* what) {
+  std::vector<uint16_t> h(x.size());
+  for (size_t i = 0; i < x.size(); ++i) h[i] = fp32_to_fp16(x[i]);
+  return upload(ctx, h.data(), h.size() * 2, what);
+}
+
 // How a dense case runs: accumulate into y; split_k: room for a split-K
 // product's partial sums (the KHR path splits few-workgroup products);
 // aligned_y: y rows of vec4s (the KHR path's vec4 stores); sums_later: the
-// split's sum recorded by the test after a barrier (GemmArgs::sums_later).
+// split's sum recorded by the test after a barrier (GemmArgs::sums_later);
+// x_f16: activation rows in f16 (KHR path).
 struct DenseCase {
-  bool accumulate = false, split_k = false, aligned_y = false, sums_later = false;
+  bool accumulate = false, split_k = false, aligned_y = false, sums_later = false, x_f16 = false;
 };
 
 void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens,
                  DenseCase c = {}) {
-  const auto [accumulate, split_k, aligned_y, sums_later] = c;
+  const auto [accumulate, split_k, aligned_y, sums_later, x_f16] = c;
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
                std::to_string(n_tokens) + (accumulate ? " accumulate" : "") + (split_k ? " split-K room" : "") +
-               (aligned_y ? " aligned y" : "") + (sums_later ? " sums later" : ""));
+               (aligned_y ? " aligned y" : "") + (sums_later ? " sums later" : "") + (x_f16 ? " f16 x" : ""));
   const test::QMatrix m = test::quantized_matrix(rng, t, ncols, nrows);
   std::normal_distribution<float> nd(0.f, 1.f);
   // Unaligned y (scalar stores), or with aligned_y rows of vec4s (the KHR path's vec4 stores; nrows may
@@ -129,9 +137,11 @@ void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols
   for (auto& v : y0) v = nd(rng);
   std::vector<uint8_t> wbytes(w_off, 0);
   wbytes.insert(wbytes.end(), m.bytes.begin(), m.bytes.end());
-  Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"), xb = upload(ctx, x.data(), x.size() * 4, "x"),
+  Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"),
+         xb = x_f16 ? upload_f16(ctx, x, "x") : upload(ctx, x.data(), x.size() * 4, "x"),
          yb = upload(ctx, y0.data(), y0.size() * 4, "y");
   GemmArgs a;
+  a.x_f16 = x_f16;
   a.type = t;
   a.ncols = ncols;
   a.nrows = nrows;
@@ -231,13 +241,16 @@ std::vector<uint8_t> expert_bytes(const std::vector<test::QMatrix>& ms, uint32_t
 }
 
 // glu_act >= 0: the gate/up form, y = glu(W x, U x) with random up weights U.
+// x_f16: activation rows in f16; y_f16: the gate/up form writes f16 rows (KHR path).
 void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
-               uint32_t n_experts, bool gather_x, bool accumulate, int glu_act = -1) {
+               uint32_t n_experts, bool gather_x, bool accumulate, int glu_act = -1, bool x_f16 = false,
+               bool y_f16 = false) {
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " ids " + std::to_string(ncols) + "x" + std::to_string(nrows) +
                " tokens " + std::to_string(n_tokens) + " k " + std::to_string(k) + " experts " +
                std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : "") +
-               (glu_act >= 0 ? " gate/up act " + std::to_string(glu_act) : ""));
+               (glu_act >= 0 ? " gate/up act " + std::to_string(glu_act) : "") + (x_f16 ? " f16 x" : "") +
+               (y_f16 ? " f16 y" : ""));
   std::vector<test::QMatrix> ms, us;
   for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(test::quantized_matrix(rng, t, ncols, nrows));
   if (glu_act >= 0)
@@ -251,15 +264,20 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   const std::vector<uint32_t> table = random_table(rng, L, n_experts);
   std::normal_distribution<float> nd(0.f, 1.f);
   const uint32_t x_rows = gather_x ? n_tokens : L.max_slots();
-  // Scalar x loads on the KHR path; vec4 rows for coopmat2.
-  const uint32_t x_off = path.cm2 ? 8 : 5, x_stride = ncols + (path.cm2 ? 4 : 3), y_off = 8,
+  // Scalar x loads on the KHR path; vec4 rows for coopmat2 and f16 rows.
+  const bool vec4_x = path.cm2 || x_f16;
+  const uint32_t x_off = vec4_x ? 8 : 5, x_stride = ncols + (vec4_x ? 4 : 3), y_off = 8,
                  y_stride = (nrows + 3) / 4 * 4 + 4;  // vec4 rows (nrows may end inside one)
   std::vector<float> x(x_off + size_t(x_rows) * x_stride), y0(y_off + size_t(L.max_slots()) * y_stride);
   for (auto& v : x) v = nd(rng);
-  for (auto& v : y0) v = nd(rng);
-  Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"), xb = upload(ctx, x.data(), x.size() * 4, "x"),
-         yb = upload(ctx, y0.data(), y0.size() * 4, "y"), tb = upload(ctx, table.data(), table.size() * 4, "table");
+  for (auto& v : y0) v = y_f16 ? fp16_to_fp32(fp32_to_fp16(nd(rng))) : nd(rng);  // f16 rows: representable values
+  Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"),
+         xb = x_f16 ? upload_f16(ctx, x, "x") : upload(ctx, x.data(), x.size() * 4, "x"),
+         yb = y_f16 ? upload_f16(ctx, y0, "y") : upload(ctx, y0.data(), y0.size() * 4, "y"),
+         tb = upload(ctx, table.data(), table.size() * 4, "table");
   GemmIdsArgs a;
+  a.x_f16 = x_f16;
+  a.glu_y_f16 = y_f16;
   a.type = t;
   a.ncols = ncols;
   a.nrows = nrows;
@@ -291,7 +309,13 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   path.record(rec, a, &a);
   rec.submit().wait();
   std::vector<float> y(y0.size());
-  ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+  if (y_f16) {
+    std::vector<uint16_t> h(y.size());
+    ctx.read_buffer(yb, 0, h.data(), h.size() * 2);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = fp16_to_fp32(h[i]);
+  } else {
+    ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
+  }
   const uint32_t used = table[L.count_off];
   for (uint32_t s = 0; s < L.max_slots(); ++s) {
     const uint32_t tile = s / kMoeTileRows;
@@ -313,7 +337,8 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
       const auto [g, gmag] = dot_row(ms[expert], xs, r);
       const auto [u, umag] = dot_row(us[expert], xs, r);
       const double eg = 2e-3 * gmag + 1e-5, eu = 2e-3 * umag + 1e-5;
-      ASSERT_NEAR(ys[r], glu_ref(g, u, glu_act), glu_tol(g, u, eg, eu, glu_act) + 1e-5)
+      const double ref = glu_ref(g, u, glu_act), f16_rounding = y_f16 ? std::ldexp(std::fabs(ref), -11) : 0.0;
+      ASSERT_NEAR(ys[r], ref, glu_tol(g, u, eg, eu, glu_act) + f16_rounding + 1e-5)
           << "slot " << s << " row " << r << " gate " << g << " up " << u;
     }
   }
@@ -379,9 +404,9 @@ TEST_P(GemmCoopmat, Indexed) {
 }
 
 // The KHR path's gate/up form: y = glu(W x, U x), both activations, every tile.
-class GemmCoopmatGateUp : public ::testing::TestWithParam<GgmlType> {};
+class GemmCoopmatKhr : public ::testing::TestWithParam<GgmlType> {};
 
-TEST_P(GemmCoopmatGateUp, Indexed) {
+TEST_P(GemmCoopmatKhr, GateUp) {
   const uint32_t seed = uint32_t(test::test_seed());
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937 rng(seed);
@@ -395,7 +420,30 @@ TEST_P(GemmCoopmatGateUp, Indexed) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Types, GemmCoopmatGateUp, ::testing::ValuesIn(kTypes),
+// The KHR path on f16 activation rows (GemmArgs::x_f16): dense, split-K,
+// expert-grouped with and without gathering; the gate/up form writing f16 rows.
+TEST_P(GemmCoopmatKhr, F16Rows) {
+  const uint32_t seed = uint32_t(test::test_seed());
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const GgmlType t = GetParam();
+  REQUIRE_PATH(kCoopmat, t);
+  const bool fl = t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16;
+  const uint32_t k1 = fl ? 264 : (t == GgmlType::Q8_0 ? 288 : 512);
+  for (const char* tile : kCoopmat.dense_tiles) {
+    TileScope scope(kCoopmat, tile);
+    SCOPED_TRACE(std::string("tile ") + tile);
+    check_dense(kCoopmat, rng, t, k1, 200, 77, {.x_f16 = true});
+  }
+  const uint32_t k_long = fl ? 2056 : t == GgmlType::Q8_0 ? 2080 : 2304;
+  check_dense(kCoopmat, rng, t, k_long, 102, 70, {.accumulate = true, .split_k = true, .aligned_y = true, .x_f16 = true});
+  check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, true, false, -1, true);
+  check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, false, true, -1, true);
+  check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, true, false, 0, false, true);
+  check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, false, false, 1, false, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, GemmCoopmatKhr, ::testing::ValuesIn(kTypes),
                          [](const ::testing::TestParamInfo<GgmlType>& i) { return std::string(type_name(i.param)); });
 
 INSTANTIATE_TEST_SUITE_P(Paths, GemmCoopmat,
@@ -438,12 +486,26 @@ TEST_P(GemmCoopmatBench, Throughput) {
     return (ns[1] - ns[0]) / reps;
   };
   std::normal_distribution<float> nd(0.f, 1.f);
-  auto random_x = [&](uint32_t cols) {
-    std::vector<float> x(size_t(n_tokens) * cols);
+  auto random_rows = [&](size_t rows, uint32_t cols) {
+    std::vector<float> x(rows * cols);
     for (auto& v : x) v = nd(rng);
+    return x;
+  };
+  auto random_x = [&](uint32_t cols) {
+    const std::vector<float> x = random_rows(n_tokens, cols);
     return upload(ctx, x.data(), x.size() * 4, "x");
   };
-  Buffer xb = random_x(ncols);
+  // The KHR path's products on f32 against f16 activation rows, alternated.
+  auto f32_against_f16 = [&](const char* what, auto&& record_f32, auto&& record_f16) {
+    if (path.cm2) return;
+    for (int round = 0; round < 3; ++round) {
+      const double a32 = time_ns(record_f32), a16 = time_ns(record_f16);
+      std::printf("%s %s %s: f32 rows %8.1f us, f16 rows %8.1f us\n", path.name, type_name(bt), what, a32 / 1e3,
+                  a16 / 1e3);
+    }
+  };
+  const std::vector<float> xv = random_rows(n_tokens, ncols);
+  Buffer xb = upload(ctx, xv.data(), xv.size() * 4, "x"), xhb = upload_f16(ctx, xv, "x f16");
   // Dense: the experts' shape, the q and output projections and the k/v shape (columns x rows).
   for (const auto& [dcols, nrows] : {std::pair{ncols, 768u}, {ncols, 4096u}, {4096u, ncols}, {ncols, 512u}}) {
     Buffer dxb = random_x(dcols);
@@ -470,6 +532,14 @@ TEST_P(GemmCoopmatBench, Throughput) {
       std::printf("%s %s dense %ux%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n", path.name, type_name(bt), dcols,
                   nrows, n_tokens, tile, ns / 1e3, 2.0 * dcols * nrows * n_tokens / ns / 1e3);
     }
+    const std::vector<float> dxv = random_rows(n_tokens, dcols);
+    Buffer dxh = upload_f16(ctx, dxv, "x f16");
+    GemmArgs h = a;
+    h.x = BufferRange(dxh);
+    h.x_f16 = true;
+    const std::string what = "dense " + std::to_string(dcols) + "x" + std::to_string(nrows);
+    f32_against_f16(what.c_str(), [&](Recorder& rec) { path.record(rec, a, nullptr); },
+                    [&](Recorder& rec) { path.record(rec, h, nullptr); });
   }
   // The experts' gate (or up) shape over gathered token rows, and the down shape over slot rows.
   const uint32_t n_experts = 128, k = 8;
@@ -483,9 +553,9 @@ TEST_P(GemmCoopmatBench, Throughput) {
     for (uint32_t e = 0; e < n_experts; ++e) wbytes.insert(wbytes.end(), m.bytes.begin(), m.bytes.end());
     Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w");
     Buffer yb = ctx.create_buffer(size_t(L.max_slots()) * nrows * 4, MemoryKind::Device, "y");
-    std::vector<float> xs(down ? size_t(L.max_slots()) * icols : 0);
-    for (auto& v : xs) v = nd(rng);
+    const std::vector<float> xs = random_rows(down ? L.max_slots() : 0, icols);
     Buffer sxb = down ? upload(ctx, xs.data(), xs.size() * 4, "slot x") : Buffer();
+    Buffer sxh = down ? upload_f16(ctx, xs, "slot x f16") : Buffer();
     GemmIdsArgs a;
     a.type = bt;
     a.ncols = icols;
@@ -511,6 +581,12 @@ TEST_P(GemmCoopmatBench, Throughput) {
       std::printf("%s %s ids %ux%u, %u experts top-%u x %u tokens, tile %-4s: %8.1f us  %6.1f TFLOP/s\n",
                   path.name, type_name(bt), icols, nrows, n_experts, k, n_tokens, tile, ns / 1e3, flops / ns / 1e3);
     }
+    GemmIdsArgs h = a;
+    h.x = BufferRange(down ? sxh : xhb);
+    h.x_f16 = true;
+    const std::string what = "ids " + std::to_string(icols) + "x" + std::to_string(nrows);
+    f32_against_f16(what.c_str(), [&](Recorder& rec) { path.record(rec, a, &a); },
+                    [&](Recorder& rec) { path.record(rec, h, &h); });
     if (path.cm2 || down) continue;
     // Gate and up (the same weights twice): two products (their activation pass not
     // timed) against the gate/up form.
@@ -526,6 +602,12 @@ TEST_P(GemmCoopmatBench, Throughput) {
     const double one = time_ns([&](Recorder& rec) { path.record(rec, glu, &glu); });
     std::printf("%s %s ids gate+up %ux%u: two products %8.1f us, gate/up form %8.1f us\n", path.name, type_name(bt),
                 icols, nrows, two / 1e3, one / 1e3);
+    Buffer hb = ctx.create_buffer(size_t(L.max_slots()) * nrows * 2, MemoryKind::Device, "h");
+    GemmIdsArgs glu_h = glu;
+    glu_h.y = BufferRange(hb);
+    glu_h.glu_y_f16 = true;
+    f32_against_f16("ids gate/up form (rows written)", [&](Recorder& rec) { path.record(rec, glu, &glu); },
+                    [&](Recorder& rec) { path.record(rec, glu_h, &glu_h); });
   }
 }
 

@@ -160,11 +160,12 @@ struct Extras {
   // than 2^8 along the keys (the one-pass kernel raises its reference and
   // rescales) while f16 keeps scores as precise as without the ramp, to 2x.
   bool key_ramp = false;
+  bool o_f16 = false;  // AttentionArgs::o_f16 (the cooperative-matrix kernel only)
   std::string str() const {
     return "window=" + std::to_string(window) + (sinks ? " sinks" : "") + (shared_kv ? " k=v" : "") +
            (max_shared ? " shared<=" + std::to_string(max_shared) : "") + (tail ? " tail" : "") +
            (subgroup_rows ? "" : " no-subgroup-rows") +
-           (key_ramp ? " key ramp" : "");
+           (key_ramp ? " key ramp" : "") + (o_f16 ? " f16 o" : "");
   }
 };
 
@@ -203,7 +204,8 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   const float scale = 1.f / std::sqrt(float(D));
   Buffer bq = e.buf(q), bk = e.cache(kc, kt, D, s.NKV), bv = e.cache(x.shared_kv ? std::vector<float>(4) : vc, kt, D, s.NKV),
          bsk = e.buf(sinks);
-  Buffer bo = e.buf(std::vector<float>(size_t(s.n_tokens) * o_stride, NAN));
+  const size_t o_size = size_t(s.n_tokens) * o_stride;
+  Buffer bo = x.o_f16 ? e.buf(std::vector<uint16_t>(o_size, fp32_to_fp16(NAN))) : e.buf(std::vector<float>(o_size, NAN));
   Buffer bs = e.ctx->create_buffer(attention_scratch_bytes(s.NH, D, n_ctx), MemoryKind::Device, "scratch");
   AttentionArgs a;
   a.q = bq;
@@ -223,6 +225,7 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   a.scale = scale;
   a.kv_type = kt;
   a.window = x.window;
+  a.o_f16 = x.o_f16;
   if (x.sinks) a.sinks = bsk;
   Buffer counters = e.buf(std::vector<uint32_t>(1024, 0));
   if (x.tail) {
@@ -236,7 +239,11 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
     EXPECT_EQ(std::count(c.begin(), c.end(), 0u), 1024) << "the split tail left a counter non-zero";
   }
   const double tol = attention_uses_coopmat(*e.ctx, a) ? kAttnCmTol : kAttnTol;
-  std::vector<float> got(bo.as<float>(), bo.as<float>() + size_t(s.n_tokens) * o_stride);
+  std::vector<float> got(o_size);
+  if (x.o_f16)
+    for (size_t i = 0; i < o_size; ++i) got[i] = fp16_to_fp32(bo.as<uint16_t>()[i]);
+  else
+    got.assign(bo.as<float>(), bo.as<float>() + o_size);
   auto want = ref_attention(s, q, q_stride, kc, vc, o_stride, scale, x.window, x.sinks ? sinks.data() : nullptr);
   AttentionRefShape rs;
   rs.head_dim = int(D);
@@ -531,6 +538,14 @@ TEST(ShaderAttention, CoopmatPromptMatchesReference) {
             EXPECT_LT(rel_err(r.got, r.cpu), kAttnCmTol);
             worst = std::max(worst, rel_err(r.got, r.want));
           }
+    {  // Qwen3's heads with f16 output rows
+      Extras x;
+      x.o_f16 = true;
+      SCOPED_TRACE(x.str() + (one_pass ? " one pass" : " two passes"));
+      const AttnResult r = run_attention_ex(e, Shape{128, 32, 4, 512, 0}, KvType::F16, true, 4096, x);
+      EXPECT_LT(rel_err(r.got, r.want), kAttnCmTol);
+      worst = std::max(worst, rel_err(r.got, r.want));
+    }
     std::printf("worst relative error: cooperative-matrix kernel (%s) vs double reference %.3g\n",
                 one_pass ? "one pass" : "two passes", worst);
   }

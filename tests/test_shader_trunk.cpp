@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cpu/moe_route.h"
+#include "cpu/quant.h"
 #include "engine/forward/cpu_forward.h"
 #include "engine/vulkan/moe_table.h"
 
@@ -27,7 +28,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     ASSERT_NEAR(got[i], want[i], rel * scale) << what << " element " << i;
 }
 
-struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; uint32_t check; };
+struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; uint32_t check, h_off = 0; };
 struct AxpyPush { uint32_t n, items, x_off, a_off, y_off, mode; float scale; };
 struct SwigluPush { uint32_t n, g_off, u_off, act, row_elems, count_off; };
 struct CombineNormPush { uint32_t n, items; float eps; uint32_t check; };
@@ -67,6 +68,34 @@ TEST(ShaderTrunk, RmsNormRowsWithAndWithoutWeights) {
         EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone) << "finite input flagged";
       }
     }
+}
+
+// rms_norm_h: the same rows, also as f16 rows at h_off (the input of GEMMs on
+// f16 rows), each the f32 output rounded to f16; 16-byte rows only.
+TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t rows = 3;
+  for (uint32_t n : {300u, 2048u}) {
+    const uint32_t stride = n + 4, x_off = 4, y_off = 8;
+    auto x = e.randn(x_off + stride * rows, 3.f), w = e.randn(n);
+    Buffer bx = e.buf(x), bw = e.buf(w), by = e.buf(std::vector<float>(y_off + stride * rows, NAN));
+    Buffer bh = e.buf(std::vector<float>((y_off + stride * rows) / 2, NAN)), flag = e.buf(std::vector<uint32_t>{kNone});
+    e.run("rms_norm_h", {bx, bw, by, flag, bh}, RmsNormPush{n, x_off, 0, y_off, stride, 1, 1e-6f, 7, y_off}, rows);
+    const auto y = e.read(by, y_off + stride * rows);
+    const auto h = e.read<uint16_t>(bh, y_off + stride * rows);
+    for (uint32_t r = 0; r < rows; ++r) {
+      std::vector<float> want(n);
+      rms_norm(&x[x_off + r * stride], w.data(), want.data(), n, 1e-6f);
+      for (uint32_t i = 0; i < n; ++i) {
+        const size_t at = y_off + r * stride + i;
+        ASSERT_NEAR(y[at], want[i], 1e-5 * std::fabs(want[i]) + 1e-6) << "row " << r << " element " << i;
+        ASSERT_NEAR(fp16_to_fp32(h[at]), y[at], std::ldexp(std::fabs(y[at]), -11) + 1e-7)
+            << "f16 copy, row " << r << " element " << i;
+      }
+    }
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone) << "finite input flagged";
+  }
 }
 
 // A NaN or Inf in any row lowers the flag to the dispatch's check code (the

@@ -58,6 +58,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   const uint64_t T = s.n_ubatch, R = s.expert_rows();
   f(T * s.embd, "hidden state");
   f(T * s.embd, "normed state");
+  f(T > 1 ? T * s.embd / 2 : 0, "normed state (f16)");
   f(T * s.q, "queries");
   f(T * s.kv, "keys");
   f(T * s.v, "values");
@@ -94,7 +95,7 @@ uint64_t activation_bytes(const ActivationShape& s) {
 }
 
 Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) {
-  vk::Buffer* order[] = {&x, &xn, &q, &k, &v, &att, &attn_scratch, &qa, &qh, &ao, &g, &u, &so, &gate1, &rlog,
+  vk::Buffer* order[] = {&x, &xn, &xh, &q, &k, &v, &att, &attn_scratch, &qa, &qh, &ao, &g, &u, &so, &gate1, &rlog,
                          &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch, &gemm_split, &counters};
   size_t i = 0;
   for_each_buffer(s, [&](uint64_t floats, const char* what) {

@@ -34,6 +34,7 @@ uint64_t activation_bytes(const ActivationShape& s);
 struct Activations {
   ActivationShape shape;
   vk::Buffer x, xn;        // [t][embd] residual stream and its normed copy
+  vk::Buffer xh;           // [t][embd] f16: a ubatch's normed rows for GEMMs on f16 rows
   vk::Buffer q, k, v, att;  // [t][q|kv|kv|q]
   vk::Buffer attn_scratch;  // split-K partials of decode attention
   vk::Buffer qa, qh, ao;    // latent attention: [t][q_lora], [t][n_head * head_k], [t][n_head * head_v]

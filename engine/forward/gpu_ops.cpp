@@ -9,7 +9,7 @@ namespace {
 struct RmsNormPush {
   uint32_t n, x_off, w_off, y_off, row_stride, has_w;
   float eps;
-  uint32_t check;
+  uint32_t check, h_off;
 };
 struct AddRowsPush {
   uint32_t n, rows, x_off, x_stride, a_off, y_off, y_stride, mode;
@@ -40,6 +40,7 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
     const uint64_t rows = std::min<uint64_t>(chunk, w.nrows - r0);
     const vk::BufferRange wr(w.buf, r0 * rb, rows * rb);
     if (n == 1) {
+      if (x.f16) throw Error("internal error: a one-token product on f16 rows");
       vk::MatvecArgs a = matvec_args(w, x, y, acc);
       a.nrows = static_cast<uint32_t>(rows);
       a.w = wr;
@@ -55,6 +56,7 @@ void GpuOps::linear(vk::Recorder& r, const GpuTensor& w, Rows x, Rows y, uint32_
       a.x = *x.buf;
       a.x_offset = x.offset;
       a.x_stride = x.stride;
+      a.x_f16 = x.f16;
       a.y = *y.buf;
       a.y_offset = y.offset + static_cast<uint32_t>(r0);
       a.y_stride = y.stride;
@@ -143,12 +145,25 @@ uint32_t GpuOps::lone_row_workgroup(uint32_t width) const {
 vk::GemmConfig GpuOps::gemm_for(GgmlType t) const { return {vk::gemm_path_for(ctx_, gemm_.path, t)}; }
 
 void GpuOps::rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,
-                      uint32_t check) const {
+                      uint32_t check, const vk::Buffer* f16_copy) const {
   if (x.stride != y.stride && n > 1) throw Error("rms_norm: input and output rows differ in stride");
   const uint32_t wg = n == 1 ? lone_row_workgroup(width) : 256;
+  RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps, check, y.offset};
+  const vk::BufferRange wb = w ? vk::BufferRange(w->buf) : vk::BufferRange(*x.buf);
+  if (f16_copy) {
+    if ((width | x.offset | y.offset | pc.row_stride) % 4 != 0)
+      throw Error("internal error: rms_norm's f16 copy needs rows of 4-value words");
+    const auto& p = ctx_.pipeline("rms_norm_h", 5, sizeof(RmsNormPush), {wg});
+    r.dispatch(p, {*x.buf, wb, *y.buf, non_finite_, *f16_copy}, pc, n);
+    return;
+  }
   const auto& p = ctx_.pipeline("rms_norm", 4, sizeof(RmsNormPush), {wg});
-  RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps, check};
-  r.dispatch(p, {*x.buf, w ? vk::BufferRange(w->buf) : vk::BufferRange(*x.buf), *y.buf, non_finite_}, pc, n);
+  r.dispatch(p, {*x.buf, wb, *y.buf, non_finite_}, pc, n);
+}
+
+bool GpuOps::takes_f16_rows(GgmlType t, uint32_t n) const {
+  static const bool off = vk::env_off("VKMOE_F16_ROWS");
+  return n > 1 && !off && vk::gemm_takes_f16_x(ctx_, gemm_for(t), t);
 }
 
 void GpuOps::add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s, const vk::Buffer* a,

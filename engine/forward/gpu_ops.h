@@ -14,13 +14,20 @@
 
 namespace vkmoe {
 
-// A row-major activation matrix: row t starts at offset + t * stride floats.
+// A row-major activation matrix: row t starts at offset + t * stride floats
+// (f16: halfs, the input of GEMMs on f16 rows, GpuOps::takes_f16_rows).
 struct Rows {
   const vk::Buffer* buf = nullptr;
   uint32_t offset = 0, stride = 0;
+  bool f16 = false;
   Rows() = default;
   Rows(const vk::Buffer& b, uint32_t stride_, uint32_t offset_ = 0) : buf(&b), offset(offset_), stride(stride_) {}
-  Rows row(uint32_t t) const { return Rows(*buf, stride, offset + t * stride); }
+  Rows row(uint32_t t) const { return Rows(*buf, stride, offset + t * stride).halfs(f16); }
+  Rows halfs(bool h = true) const {
+    Rows r = *this;
+    r.f16 = h;
+    return r;
+  }
 };
 
 // Which half of the split-K partial-sum buffer a product may split into; two
@@ -70,9 +77,15 @@ class GpuOps {
   // device's limit, as such a step's time is its load latency.
   uint32_t lone_row_workgroup(uint32_t width) const;
   // y[t] = x[t] / rms(x[t]) * w   (w may be null: no scale); in place allowed.
-  // check != 0: a non-finite x lowers the non-finite flag to check.
+  // check != 0: a non-finite x lowers the non-finite flag to check. With
+  // f16_copy, y's rows also go there as f16 (same offset and stride in halfs,
+  // multiples of 4 as width).
   void rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint32_t width, uint32_t n, float eps,
-                uint32_t check = 0) const;
+                uint32_t check = 0, const vk::Buffer* f16_copy = nullptr) const;
+  // Whether an n-token product of weights of type t takes f16 input rows (the
+  // coopmat GEMM path, n > 1; VKMOE_F16_ROWS=0: never), which its producer then
+  // writes instead of (or beside) f32 rows: half the bytes the GEMM reads.
+  bool takes_f16_rows(GgmlType t, uint32_t n) const;
   enum class Scale : uint32_t { One = 0, ByRow = 1, SigmoidOfRow = 2 };
   // y[t] += alpha(t) * x[t] (x.stride 0 broadcasts one row); alpha from a[t].
   void add_rows(vk::Recorder& r, Rows x, Rows y, uint32_t width, uint32_t n, Scale s = Scale::One,

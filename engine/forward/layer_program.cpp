@@ -28,11 +28,17 @@ LayerProgram::LayerProgram(const Model& m, const GpuModel& g, Activations& a, co
                            Mark mark)
     : m_(m), c_(m.config()), g_(g), a_(a), ops_(ops), kv_(kv), mark_(std::move(mark)) {}
 
-void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n) const {
+bool LayerProgram::qkv_take_f16_rows(int il, uint32_t n) const {
+  const GpuLayer& g = g_.layers[il];
+  return !m_.layers()[il].spec.mla && c_.n_embd % 4 == 0 && ops_.takes_f16_rows(g.wq.type, n) && ops_.takes_f16_rows(g.wk.type, n) &&
+         ops_.takes_f16_rows(g.wv.type, n);
+}
+
+void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows) const {
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
-  const Rows xn(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
+  const Rows xn = f16_rows ? Rows(a_.xh, E).halfs() : Rows(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
   // k and v split their long rows (few outputs) in halves of their own; their
   // partial products run beside q's, their sums after one barrier
   // (VKMOE_QKV_TOGETHER=0: k's and v's each after a barrier of its own, then q).
@@ -67,8 +73,11 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const Rows x(a_.x, E), xn(a_.xn, E);
+  // The q/k/v products' input rows in f16 too, where they take them (written by the norm here).
+  const bool f16_rows = !normed && qkv_take_f16_rows(il, n);
   if (!normed) {
-    ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps, non_finite_site::layer_input(il));
+    ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps, non_finite_site::layer_input(il),
+                  f16_rows ? &a_.xh : nullptr);
     r.barrier();
     mark_(r, "attn norm");
   }
@@ -77,7 +86,7 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   if (spec.mla)
     project_mla(r, il, n);
   else
-    project_gqa(r, il, n);
+    project_gqa(r, il, n, f16_rows);
   const bool per_head = spec.qk_norm == QkNorm::PerHead;
   const vk::Buffer& v_cache = spec.mla ? g.k_cache : g.v_cache;
   vk::RopeStoreArgs rs;
@@ -137,12 +146,14 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
     at.pos0 = pos0 + n - 1;
     at.n_tokens = n = 1;
   }
+  // The output projection's input rows in f16 where both kernels take them.
+  at.o_f16 = !spec.mla && ops_.takes_f16_rows(g.wo.type, n) && vk::attention_uses_coopmat(ops_.ctx(), at);
   vk::record_attention(r, at);
   r.barrier();
   mark_(r, "attention");
   if (spec.mla) expand_mla(r, il, n);
   const uint32_t O = c_.attn_out_dim();
-  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O), x, n, /*acc=*/true, SplitK::kHalfA);
+  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O).halfs(at.o_f16), x, n, /*acc=*/true, SplitK::kHalfA);
   r.barrier();
   if (spec.o_bias) {
     ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);
@@ -364,8 +375,10 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
   const MoeTableLayout layout = MoeTableLayout::make(n, K, w.count);
   const uint32_t slots = layout.max_slots();
+  // f16_rows: with glu_up, the product writes f16 rows; without, it reads them.
   auto ids_mm = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
-                    const vk::Buffer& y, uint32_t y_stride, bool gather, const vk::Buffer* glu_up = nullptr) {
+                    const vk::Buffer& y, uint32_t y_stride, bool gather, const vk::Buffer* glu_up = nullptr,
+                    bool f16_rows = false) {
     vk::GemmIdsArgs a;
     a.type = wt.type();
     a.ncols = static_cast<uint32_t>(wt.in());
@@ -384,12 +397,17 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     if (glu_up) {
       a.glu_up = *glu_up;
       a.glu_act = lw.spec.act == FfnAct::OaiSwiGLU ? 1u : 0u;
+      a.glu_y_f16 = f16_rows;
+    } else {
+      a.x_f16 = f16_rows;
     }
     vk::record_gemm_ids(r, a, ops_.gemm_for(a.type));
   };
   // Gate and up: one product with the activation, or two products and the activation pass.
+  // The one product writes its rows in f16 where the down product takes them.
   const bool in_one = experts_gate_up_in_one(ops_.ctx(), ops_.gemm_for(lw.gate_exps.type()), lw);
-  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, in_one ? w.up : nullptr);
+  const bool f16_rows = in_one && F % 4 == 0 && ops_.takes_f16_rows(lw.down_exps.type(), n);
+  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, in_one ? w.up : nullptr, f16_rows);
   if (!in_one) ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
   r.barrier();
   mark_(r, "experts gate+up");
@@ -403,7 +421,7 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act, &rows);
     r.barrier();
   }
-  ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false);
+  ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false, nullptr, f16_rows);
   r.barrier();
   if (bias) {
     expert_biases(r, il, /*down=*/true, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);

@@ -75,7 +75,10 @@ class LayerProgram {
  private:
   // Attention inputs of n tokens from xn: q rows (q_dim) and cache rows k
   // (kv_dim) and v (grouped-query only).
-  void project_gqa(vk::Recorder& r, int il, uint32_t n) const;
+  // f16_rows: from the f16 copy of xn (xh).
+  void project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows) const;
+  // Whether layer il's q, k and v products of n tokens all take f16 rows.
+  bool qkv_take_f16_rows(int il, uint32_t n) const;
   // Latent attention (layer_mla.cpp): q heads [rope part | attn_k_b . no-rope
   // part], k rows [rope key | normalized latent]; then each head's output
   // latent expanded by attn_v_b into ao.

@@ -84,7 +84,8 @@ void record_attention_coopmat(Recorder& rec, const AttentionArgs& a) {
   const FlashCmPush push{a.q_stride / 4, a.o_stride / 4, rows, group, a.pos0, a.head_dim * a.n_head_kv / 8,
                          a.scale * 1.4426950408889634f, a.window, has_sinks ? 1u : 0u};
   // One pass over the keys (attn_flash_cm.comp's ONE_PASS); VKMOE_ATTN_CM_ONE_PASS=0: two (read at each call).
-  const char* name = env_off("VKMOE_ATTN_CM_ONE_PASS") ? "attn_flash_cm" : "attn_flash_cm_1p";
+  const std::string name = std::string(env_off("VKMOE_ATTN_CM_ONE_PASS") ? "attn_flash_cm" : "attn_flash_cm_1p") +
+                           (a.o_f16 ? "_h" : "");
   const Pipeline& p = ctx.pipeline(name, 5, sizeof push, {nsg * d.subgroup_size, a.head_dim, nsg, d.subgroup_size});
   // Without sinks their binding is unused: bind q in its place.
   rec.dispatch(p, {a.q, a.k_cache, a.v_cache, a.o, has_sinks ? a.sinks : a.q}, push, row_blocks, 1, a.n_head_kv);

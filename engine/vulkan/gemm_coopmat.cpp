@@ -286,8 +286,16 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     check_range("up weights", ids->glu_up, w_end);
     if (a.accumulate) throw Error("internal error: coopmat gate/up GEMM with accumulate");
   }
-  if (x_rows > 0) check_range("x", a.x, (a.x_offset + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * 4);
-  check_range("y", a.y, (a.y_offset + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * 4);
+  if (a.x_f16 && (a.x_offset % 4 || a.x_stride % 4))
+    throw Error("internal error: coopmat GEMM f16 activation rows must start at multiples of 4 halfs");
+  if (x_rows > 0)
+    check_range("x", a.x, (a.x_offset + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * (a.x_f16 ? 2 : 4));
+  const bool y_f16 = glu && ids->glu_y_f16;
+  if ((ids && ids->glu_y_f16 && !glu) || (glu && a.x_f16))
+    throw Error("internal error: coopmat GEMM f16 rows: only the gate/up form writes them and does not read them");
+  if (y_f16 && (a.y_offset % 4 || a.y_stride % 4))
+    throw Error("internal error: coopmat GEMM f16 output rows must start at multiples of 4 halfs");
+  check_range("y", a.y, (a.y_offset + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * (y_f16 ? 2 : 4));
 
   const DeviceInfo& d = ctx.info();
   const Frag f = pick_fragment(d);
@@ -317,6 +325,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   p.y_stride = a.y_stride;
   p.accumulate = a.accumulate ? 1 : 0;
   p.x_vec4 = (a.x_offset % 4 == 0 && a.x_stride % 4 == 0) ? 1 : 0;
+  const std::string x16 = a.x_f16 ? "x16_" : "";
   p.y_vec4 = (a.y_offset % 4 == 0 && a.y_stride % 4 == 0) ? 1 : 0;
   const uint32_t rows_per_wg = glu ? t->bm / 2 : t->bm;  // gate/up: half the rows are up rows
   const uint32_t gx = (a.nrows + rows_per_wg - 1) / rows_per_wg;
@@ -331,16 +340,16 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     if (cols > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many MoE tiles");
     if (glu) {
       p.glu_act = ids->glu_act;
-      const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_glu_") + T->suffix, 5, sizeof(CoopPush), spec);
+      const Pipeline& pl = ctx.pipeline(std::string(y_f16 ? "gemm_coopmat_glu_y16_" : "gemm_coopmat_glu_") + T->suffix, 5, sizeof(CoopPush), spec);
       rec.dispatch(pl, {a.w, a.x, a.y, ids->table, ids->glu_up}, p, gx, cols);
       return;
     }
-    const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_ids_") + T->suffix, 4, sizeof(CoopPush), spec);
+    const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_ids_") + x16 + T->suffix, 4, sizeof(CoopPush), spec);
     rec.dispatch(pl, {a.w, a.x, a.y, ids->table}, p, gx, cols);
   } else {
     const uint32_t gy = (cols + t->bn - 1) / t->bn;
     if (gy > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many tokens");
-    const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_") + T->suffix, 3, sizeof(CoopPush), spec);
+    const Pipeline& pl = ctx.pipeline(std::string("gemm_coopmat_") + x16 + T->suffix, 3, sizeof(CoopPush), spec);
     const uint32_t k_split = choice.k_split;
     const uint64_t plane = uint64_t(a.n_tokens) * a.nrows;
     if (k_split == 0) {

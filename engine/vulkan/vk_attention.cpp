@@ -258,7 +258,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   const uint32_t D = a.head_dim, group = a.n_head / a.n_head_kv, n_kv = a.pos0 + a.n_tokens;
   const uint64_t kv_dim = uint64_t(D) * a.n_head_kv;
   check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + uint64_t(D) * a.n_head) * 4);
-  check_range("o", a.o, ((a.n_tokens - 1) * uint64_t(a.o_stride) + uint64_t(D) * a.n_head) * 4);
+  check_range("o", a.o, ((a.n_tokens - 1) * uint64_t(a.o_stride) + uint64_t(D) * a.n_head) * (a.o_f16 ? 2 : 4));
   check_range("k cache", a.k_cache, kv_cache_bytes(a.kv_type, n_kv, D, a.n_head_kv));
   check_range("v cache", a.v_cache, kv_cache_bytes(a.kv_type, n_kv, D, a.n_head_kv));
 
@@ -285,6 +285,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
     record_attention_coopmat(rec, a);
     return {};
   }
+  if (a.o_f16) throw Error("internal error: f16 attention output rows off the cooperative-matrix kernel");
   const FlashShape s = flash_shape(shared_cap(ctx, a), D, rows, a.n_tokens == 1, rows_subgroup(ctx, a));
   const uint32_t row_blocks = (rows + s.br - 1) / s.br;
   if (row_blocks > dev.max_workgroup_count[0] || a.n_head_kv > dev.max_workgroup_count[2])

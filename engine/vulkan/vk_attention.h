@@ -75,6 +75,9 @@ struct AttentionArgs {
   // as the projections left them; the kernel also does record_rope_store's
   // work (no dispatch and barrier before it). Null: q and the caches are ready.
   const RopeStoreArgs* rope = nullptr;
+  // o rows in f16 (o_stride in halfs): only where attention_uses_coopmat, for
+  // an output projection on f16 rows.
+  bool o_f16 = false;
 };
 // Whether record_attention can do rs's norm, rotation and cache store itself:
 // one token over an F16 cache with values (not latent), the flash kernel's

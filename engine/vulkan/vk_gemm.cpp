@@ -100,8 +100,9 @@ const GpuWeightType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
   }
   check_range("weights", a.w, w_end);
   if (w_end / L->align > UINT32_MAX) throw Error("internal error: gemm weights exceed the shader's offset range");
-  check_range("x", a.x, (uint64_t(a.x_offset) + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * 4);
-  check_range("y", a.y, (uint64_t(a.y_offset) + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * 4);
+  check_range("x", a.x, (uint64_t(a.x_offset) + uint64_t(x_rows - 1) * a.x_stride + a.ncols) * (a.x_f16 ? 2 : 4));
+  const bool y_f16 = ids && ids->glu_y_f16;
+  check_range("y", a.y, (uint64_t(a.y_offset) + uint64_t(y_rows - 1) * a.y_stride + a.nrows) * (y_f16 ? 2 : 4));
   return *L;
 }
 
@@ -162,6 +163,11 @@ void record(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, const Gemm
   if (ids && ids->glu_up.buffer != VK_NULL_HANDLE) {
     if (!gemm_ids_glu_available(rec.context(), cfg, a.type))
       throw Error("internal error: a gate/up product on a GEMM path without it");
+    return record_gemm_coopmat(rec, a, ids);
+  }
+  if (a.x_f16) {
+    if (!gemm_takes_f16_x(rec.context(), cfg, a.type))
+      throw Error("internal error: f16 activation rows on a GEMM path without them");
     return record_gemm_coopmat(rec, a, ids);
   }
   GemmPath path = resolve_path(rec.context(), cfg.path, a.type);
@@ -227,6 +233,10 @@ bool gemm_path_available(const Context& ctx, GemmPath p, GgmlType t) {
 
 bool gemm_ids_glu_available(const Context& ctx, const GemmConfig& cfg, GgmlType t) {
   return gemm_supported(t) && resolve_path(ctx, gemm_path_for(ctx, cfg.path, t), t) == GemmPath::CoopMat;
+}
+
+bool gemm_takes_f16_x(const Context& ctx, const GemmConfig& cfg, GgmlType t) {
+  return gemm_ids_glu_available(ctx, cfg, t);
 }
 
 void record_gemm(Recorder& rec, const GemmArgs& a, const GemmConfig& cfg) { record(rec, a, nullptr, cfg); }

@@ -58,7 +58,10 @@ struct GemmArgs {
   BufferRange w;  // weights (alignment as for MatvecArgs)
   uint64_t w_offset = 0;
   BufferRange x;
-  uint32_t x_offset = 0, x_stride = 0;  // floats
+  uint32_t x_offset = 0, x_stride = 0;  // floats (halfs with x_f16)
+  // X rows are f16, offset and stride multiples of 4: the coopmat path only
+  // (gemm_takes_f16_x), which rounds f32 rows to f16 anyway.
+  bool x_f16 = false;
   BufferRange y;
   uint32_t y_offset = 0, y_stride = 0;  // floats
   bool accumulate = false;
@@ -94,6 +97,9 @@ struct GemmIdsArgs : GemmArgs {
   // product. Only on the coopmat path (gemm_ids_glu_available); no accumulate.
   BufferRange glu_up;
   uint32_t glu_act = 0;
+  // The gate/up form writes f16 rows (y offset and stride in halfs, multiples
+  // of 4): the activations of a down product on f16 rows (GemmArgs::x_f16).
+  bool glu_y_f16 = false;
 };
 
 // Bytes of GemmArgs::split_k that allow the largest split of n_tokens x nrows.
@@ -108,6 +114,9 @@ GemmPath gemm_path_for(const Context& ctx, GemmPath p, GgmlType t);
 // Whether those products convert their activations into GemmArgs::scratch:
 // the int8 and coopmat2 paths.
 bool gemm_converts_x(const Context& ctx, GemmPath p, GgmlType t);
+
+// Whether products of type t under cfg take f16 activation rows (GemmArgs::x_f16).
+bool gemm_takes_f16_x(const Context& ctx, const GemmConfig& cfg, GgmlType t);
 
 // Whether record_gemm_ids takes GemmIdsArgs::glu_up for type t under cfg.
 bool gemm_ids_glu_available(const Context& ctx, const GemmConfig& cfg, GgmlType t);
