@@ -9,9 +9,11 @@
 
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
+#include "engine/vulkan/weight_types.h"
 #include "engine/forward/cpu_forward.h"
 #include "engine/vulkan/moe_table.h"
 
+#include "tests/gemm_test_util.h"
 #include "tests/vk_test_env.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
@@ -96,6 +98,34 @@ TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
     }
     EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone) << "finite input flagged";
   }
+}
+
+// get_rows_<type>: packed raw rows of every GPU weight type decoded as the
+// CPU's dequantize_row does (rows of 512 and 2880 values, as many rows as a
+// workgroup's chunks fit and more).
+TEST(ShaderTrunk, GetRowsDecodesEveryType) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  std::mt19937 rng(uint32_t(e.seed));
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,   GgmlType::Q4_K,
+                            GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,
+                            GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                            GgmlType::IQ4_XS};
+  for (GgmlType t : types)
+    for (uint32_t cols : {512u, 2816u}) {
+      if (cols % uint32_t(type_traits(t).block_size) != 0 || gpu_weight_type_missing_feature(e.ctx->info(), t)) continue;
+      SCOPED_TRACE(std::string(type_name(t)) + " cols " + std::to_string(cols));
+      const uint32_t rows = 5;
+      const test::QMatrix m = test::quantized_matrix(rng, t, cols, rows);
+      Buffer raw = e.bytes(m.bytes.data(), m.bytes.size()), y = e.buf(std::vector<float>(size_t(rows) * cols, NAN));
+      struct {
+        uint32_t cols, y_stride;
+      } push{cols, cols};
+      e.run((std::string("get_rows_") + gpu_weight_type(t)->suffix).c_str(), {raw, y}, push, rows);
+      const auto got = e.read(y, size_t(rows) * cols);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], m.deq[i], 1e-6 * std::fabs(m.deq[i]) + 1e-7) << "element " << i;
+    }
 }
 
 // A NaN or Inf in any row lowers the flag to the dispatch's check code (the

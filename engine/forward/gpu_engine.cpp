@@ -1,9 +1,11 @@
 #include "engine/forward/gpu_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string_view>
 
@@ -138,13 +140,23 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   if (m.tok_embd.t != m.output.t) m.gguf().prefetch(*m.tok_embd.t);
   const uint64_t E = c_.n_embd, N = std::max(1, c_.n_expert), K = std::max(1, c_.n_expert_used);
   in_x_ = ctx_->create_buffer(n_ubatch_ * E * 4, MemoryKind::Upload, "embeddings");
+  // A prompt ubatch's token rows are decoded on the GPU (decoding 512 Qwen3 rows
+  // on the host's pool took 0.5-3 ms on the H200 machine, PERF.md run 34);
+  // VKMOE_GPU_EMBED=0: on the host.
+  const vk::GpuWeightType* et = vk::gpu_weight_type(m_.tok_embd.type());
+  const uint64_t embd_row = row_bytes(m_.tok_embd.type(), c_.n_embd);
+  if (n_ubatch_ > 1 && et && !vk::gpu_weight_type_missing_feature(ctx_->info(), m_.tok_embd.type()) &&
+      c_.n_embd % 16 == 0 && embd_row % et->align == 0 && !vk::env_off("VKMOE_GPU_EMBED"))
+    in_rows_ = ctx_->create_buffer(n_ubatch_ * embd_row, MemoryKind::Upload, "token rows");
   rb_logits_ = 0;
   rb_rlog_ = uint64_t(c_.n_vocab) * 4;
   rb_xn_ = rb_rlog_ + n_ubatch_ * N * 4;
   rb_plog_ = rb_xn_ + n_ubatch_ * E * 4;
   readback_ = ctx_->create_buffer(rb_plog_ + N * 4, MemoryKind::Readback, "readback");
-  if (std::getenv("VKMOE_PROFILE") && ctx_->info().timestamps)
+  if (std::getenv("VKMOE_PROFILE") && ctx_->info().timestamps) {
     prof_ = std::make_unique<vk::TimestampPool>(*ctx_, 64 * c_.n_layer + 16);
+    prof_each_ = std::string_view(std::getenv("VKMOE_PROFILE")) == "2";
+  }
 
   // CPU threads: the offload modes' experts, and a prompt's embedding rows.
   if (offload_ || n_ubatch_ > 1) pool_ = std::make_unique<ThreadPool>(o.threads, o.placement);
@@ -215,6 +227,11 @@ void GpuEngine::embed(const int32_t* tokens, uint32_t n) {
   for (uint32_t t = 0; t < n; ++t)
     if (tokens[t] < 0 || tokens[t] >= c_.n_vocab)
       throw Error("token id " + std::to_string(tokens[t]) + " is outside the vocabulary");
+  if (rows_on_gpu(n)) {
+    const size_t rb = row_bytes(m_.tok_embd.type(), c_.n_embd);
+    for (uint32_t t = 0; t < n; ++t) std::memcpy(in_rows_.as<uint8_t>() + t * rb, m_.tok_embd.row(tokens[t]), rb);
+    return;
+  }
   auto rows = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t)
       dequantize_row(m_.tok_embd.type(), m_.tok_embd.row(tokens[t]), in_x_.as<float>() + size_t(t) * c_.n_embd,
@@ -224,6 +241,20 @@ void GpuEngine::embed(const int32_t* tokens, uint32_t n) {
     pool_->parallel_for(n, rows);
   else
     rows(0, n);
+}
+
+void GpuEngine::record_embed(vk::Recorder& r, uint32_t n) const {
+  const vk::Buffer& x = act_->x;
+  if (!rows_on_gpu(n)) {
+    r.copy(in_x_, 0, x, 0, uint64_t(n) * c_.n_embd * 4);
+    return;
+  }
+  struct GetRowsPush {
+    uint32_t cols, y_stride;
+  };
+  const auto& p = ctx_->pipeline(std::string("get_rows_") + vk::gpu_weight_type(m_.tok_embd.type())->suffix, 2,
+                                 sizeof(GetRowsPush));
+  r.dispatch(p, {in_rows_, x}, GetRowsPush{uint32_t(c_.n_embd), uint32_t(c_.n_embd)}, n);
 }
 
 // The logits in the mapped readback buffer.
@@ -276,8 +307,7 @@ LayerProgram::Keep GpuEngine::keep_rows(int il, bool logits) const {
 // are recorded, so that the GPU starts while the host records the rest (with
 // one submission a pp512 run took 4-8 ms longer than its GPU time; PERF.md run 31).
 void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early, bool logits) {
-  const Activations& a = *act_;
-  r->copy(in_x_, 0, a.x, 0, uint64_t(n) * c_.n_embd * 4);
+  record_embed(*r, n);
   r->barrier();
   mark(*r, "start");
   bool normed = false;
@@ -305,8 +335,11 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
 }
 
 void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n, bool logits) {
+  using clock = std::chrono::steady_clock;
+  const clock::time_point t0 = clock::now();
   drop_prepared();
   embed(tokens, n);
+  const clock::time_point t1 = clock::now();
   vk::Recorder* r = &next_recorder();
   const bool profile = prof_ != nullptr;
   if (profile) begin_profile(*r);
@@ -314,9 +347,16 @@ void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n, bool logits)
   static const bool chunked = !vk::env_off("VKMOE_CHUNKED_SUBMIT");
   record_resident(r, uint32_t(pos_), n, chunked, logits);
   profiling_ = false;
+  const clock::time_point t2 = clock::now();
   r->submit().wait();
   pos_ += int(n);
-  if (profile) collect_profile(/*prompt=*/true, n);
+  if (profile) {
+    collect_profile(/*prompt=*/true, n);
+    auto us = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+    if (prof_each_)
+      std::fprintf(stderr, "host time of the ubatch: embedding %.0f us, recording %.0f us, then waiting %.0f us\n",
+                   us(t0, t1), us(t1, t2), us(t2, clock::now()));
+  }
 }
 
 void GpuEngine::decode_resident(int32_t token) {
@@ -364,8 +404,7 @@ void GpuEngine::collect_profile(bool prompt, uint32_t n_tokens) {
   if (prof_labels_.empty()) return;
   StepTimes& st = prompt ? prof_prompt_ : prof_decode_;
   std::vector<double> ns = prof_->read_ns(0, static_cast<uint32_t>(prof_labels_.size()));
-  static const bool each = std::string_view(std::getenv("VKMOE_PROFILE")) == "2";
-  if (each && prompt) std::fprintf(stderr, "GPU time of a %u-token ubatch: %.1f us\n", n_tokens, (ns.back() - ns[0]) / 1e3);
+  if (prof_each_ && prompt) std::fprintf(stderr, "GPU time of a %u-token ubatch: %.1f us\n", n_tokens, (ns.back() - ns[0]) / 1e3);
   for (size_t i = 1; i < ns.size(); ++i) {
     auto it = std::find_if(st.ns.begin(), st.ns.end(), [&](auto& p) { return p.first == prof_labels_[i]; });
     if (it == st.ns.end()) it = st.ns.insert(st.ns.end(), {prof_labels_[i], 0.0});

@@ -87,7 +87,12 @@ class GpuEngine final : public Engine {
   void vram_shortfall(const vk::OutOfDeviceMemory& e, const char* what, uint64_t planned_bytes);
   void warn_vram_fallback(int planned_staging) const;
 
+  // The token rows of n tokens for the GPU: for a prompt ubatch whose table
+  // type has a get_rows kernel, the raw rows (in_rows_); else decoded here (in_x_).
   void embed(const int32_t* tokens, uint32_t n);
+  bool rows_on_gpu(uint32_t n) const { return n > 1 && in_rows_.size() > 0; }
+  // Records their move into the hidden state x: get_rows, or a copy.
+  void record_embed(vk::Recorder& r, uint32_t n) const;
   vk::Recorder& next_recorder();
   void drop_prepared();
   void mark(vk::Recorder& r, const char* label);
@@ -111,7 +116,7 @@ class GpuEngine final : public Engine {
   std::unique_ptr<LayerProgram> prog_;
   // Host-visible buffers: token embeddings in, logits / routing out, and the
   // offload schedule's host-written inputs.
-  vk::Buffer in_x_, readback_;
+  vk::Buffer in_x_, in_rows_, readback_;
   uint64_t rb_logits_ = 0, rb_rlog_ = 0, rb_xn_ = 0, rb_plog_ = 0;
   std::vector<std::unique_ptr<vk::Recorder>> recorders_;
   size_t rec_cur_ = 0;
@@ -159,6 +164,7 @@ class GpuEngine final : public Engine {
     uint64_t passes = 0, tokens = 0;
   };
   std::unique_ptr<vk::TimestampPool> prof_;
+  bool prof_each_ = false;  // VKMOE_PROFILE=2: each prompt ubatch's GPU and host time
   std::vector<const char*> prof_labels_;
   StepTimes prof_decode_, prof_prompt_;
   bool profiling_ = false;  // the command buffer being recorded takes timestamps

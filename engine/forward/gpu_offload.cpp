@@ -222,7 +222,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n, bool logits) 
     // A: attention and router; the host reads the router logits and xn.
     vk::Recorder& ra = next_recorder();
     if (il == 0)
-      ra.copy(in_x_, 0, a.x, 0, uint64_t(n) * E * 4);
+      record_embed(ra, n);
     else
       ops_->add_rows(ra, Rows(cpu_out_, E), Rows(a.x, E), E, n);
     ra.barrier();
