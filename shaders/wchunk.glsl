@@ -103,8 +103,14 @@ Raw fetch_w(uint rb, uint e0) {
   return r;
 }
 
+// Word k of a uvec4 by selects: a vector indexed by a value the compiler does
+// not know is kept in local memory on NVIDIA, and a pipeline using local memory
+// makes the driver reserve it for every thread the GPU can hold (get_rows_q4_k:
+// 384 bytes a thread, ~94 MiB of VRAM on an H200; PERF.md run 34).
+uint word_of(uvec4 v, uint k) { return k == 0u ? v.x : k == 1u ? v.y : k == 2u ? v.z : v.w; }
+
 #if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
-uint hbyte(uvec4 h, uint i) { return bitfieldExtract(h[1 + i / 4], int(8 * (i % 4)), 8); }
+uint hbyte(uvec4 h, uint i) { return bitfieldExtract(word_of(h, 1 + i / 4), int(8 * (i % 4)), 8); }
 // Scale and min of sub-block j (ggml's get_scale_min_k4), times d and dmin.
 vec2 k_scale_min(uvec4 h, uint j) {
   uint sc, mn;
@@ -121,21 +127,21 @@ vec2 k_scale_min(uvec4 h, uint j) {
 #endif
 
 // Byte i (0..15) of a uvec4.
-uint byte16(uvec4 v, uint i) { return bitfieldExtract(v[i / 4], int(8 * (i % 4)), 8); }
+uint byte16(uvec4 v, uint i) { return bitfieldExtract(word_of(v, i / 4), int(8 * (i % 4)), 8); }
 
 // Element t (0..15) of the chunk starting at row element e0.
 float dequant(Raw r, uint e0, uint t) {
 #if WTYPE == WT_F32
   const uvec4 v = t < 4 ? r.a : t < 8 ? r.b : t < 12 ? r.c : r.d;
-  return uintBitsToFloat(v[t % 4]);
+  return uintBitsToFloat(word_of(v, t % 4));
 #elif WTYPE == WT_F16
-  const uint v = (t < 8 ? r.a : r.b)[(t % 8) / 2];
+  const uint v = word_of(t < 8 ? r.a : r.b, (t % 8) / 2);
   return unpackHalf2x16(v)[t % 2];
 #elif WTYPE == WT_BF16
-  const uint v = (t < 8 ? r.a : r.b)[(t % 8) / 2];
+  const uint v = word_of(t < 8 ? r.a : r.b, (t % 8) / 2);
   return uintBitsToFloat((t % 2) == 0 ? v << 16 : v & 0xFFFF0000u);
 #elif WTYPE == WT_Q8_0
-  return unpackHalf2x16(r.a.x).x * float(bitfieldExtract(int(r.b[t / 4]), int(8 * (t % 4)), 8));
+  return unpackHalf2x16(r.a.x).x * float(bitfieldExtract(int(word_of(r.b, t / 4)), int(8 * (t % 4)), 8));
 #elif WTYPE == WT_Q4_K
   const uint w = e0 % 256;
   const vec2 sm = k_scale_min(r.a, w / 32);
