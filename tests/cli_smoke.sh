@@ -51,6 +51,9 @@ grep -qx '| model | size | params | backend | moe | n_ubatch | type_kv | ttft ms
 grep -Eqx '\| olmoe [^|]+ \| [0-9.]+ MiB \| [0-9.]+ M \| gpu \| resident \| 512 \| f16 \| [0-9.]+ \| pp8 \| [0-9.]+ ± 0.00 \|' "$T/b.md" || { cat "$T/b.md"; fail "bench pp8 row"; }
 grep -Eqx '\| olmoe .* \| - \| tg4 \| [0-9.]+ ± 0.00 \|' "$T/b.md" || { cat "$T/b.md"; fail "bench tg4 row"; }
 [ "$(grep -c '^| olmoe' "$T/b.md")" -eq 2 ] || fail "bench printed other than 2 rows"
+# --progress: each run (the warm-up and -r timed ones) and its wall time on stderr, as it ends.
+"$VKMOE" bench -m "$T/olmoe.gguf" -p 8 -n 0 -r 2 --progress >/dev/null 2>"$T/p.err" || { cat "$T/p.err"; fail "bench --progress"; }
+[ "$(grep -Ec '^vkmoe bench: test 1/1: (warm-up|run [12]/2) [0-9.]+ ms$' "$T/p.err")" -eq 3 ] || { cat "$T/p.err"; fail "bench --progress lines"; }
 "$VKMOE" bench --backend cpu -p 8,6 -n 2 -d 0,4 -ub 3 -r 2 --kv-type f32 -o json >"$T/b.json" 2>"$T/b.err" || { cat "$T/b.err"; fail "bench -o json"; }
 python3 - "$T/b.json" <<'PY' || fail "bench -o json content"
 import json, sys
@@ -131,7 +134,7 @@ expect_error "no Vulkan driver" env VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER
 expect_error "Vulkan device lost" env VKMOE_FAULT_DEVICE_LOST=after:3 "$VKMOE" run -n 8
 expect_error "Vulkan device lost" env VKMOE_FAULT_DEVICE_LOST=after:20 "$VKMOE" run -n 8 --moe-mode expert-cache
 # Out of VRAM after the trunk (injected): a warning, and the same text from the CPU experts.
-env VKMOE_FAIL_DEVICE_ALLOC=after:71 "$VKMOE" run -p "Hello" -n 8 >"$T/oom.txt" 2>"$T/oom.err" || { cat "$T/oom.err"; fail "run out of VRAM"; }
+env VKMOE_FAIL_DEVICE_ALLOC=after:72 "$VKMOE" run -p "Hello" -n 8 >"$T/oom.txt" 2>"$T/oom.err" || { cat "$T/oom.err"; fail "run out of VRAM"; }
 grep -q "vkmoe: warning: out of VRAM allocating the resident experts" "$T/oom.err" || { cat "$T/oom.err"; fail "no out-of-VRAM warning"; }
 cmp -s "$T/oom.txt" "$T/run_gpu.txt" || fail "the text changed when VRAM ran out"
 echo "cli smoke: all passed"

@@ -240,11 +240,18 @@ std::vector<uint8_t> expert_bytes(const std::vector<test::QMatrix>& ms, uint32_t
   return wbytes;
 }
 
-// glu_act >= 0: the gate/up form, y = glu(W x, U x) with random up weights U.
+// How an expert-grouped case runs: gather_x: x rows by token (else by slot);
+// glu_act >= 0: the gate/up form, y = glu(W x, U x) with random up weights U;
 // x_f16: activation rows in f16; y_f16: the gate/up form writes f16 rows (KHR path).
+struct IdsCase {
+  bool gather_x = false, accumulate = false;
+  int glu_act = -1;
+  bool x_f16 = false, y_f16 = false;
+};
+
 void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
-               uint32_t n_experts, bool gather_x, bool accumulate, int glu_act = -1, bool x_f16 = false,
-               bool y_f16 = false) {
+               uint32_t n_experts, IdsCase c) {
+  const auto [gather_x, accumulate, glu_act, x_f16, y_f16] = c;
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " ids " + std::to_string(ncols) + "x" + std::to_string(nrows) +
                " tokens " + std::to_string(n_tokens) + " k " + std::to_string(k) + " experts " +
@@ -397,9 +404,9 @@ TEST_P(GemmCoopmat, Indexed) {
   for (const char* tile : path().ids_tiles) {
     TileScope scope(path(), tile);
     SCOPED_TRACE(std::string("tile ") + tile);
-    check_ids(path(), rng_, t, 256, 200, 70, 4, 5, true, false);
-    check_ids(path(), rng_, t, 512, 72, 40, 2, 3, false, true);
-    check_ids(path(), rng_, t, 256, 70, 30, 2, 3, true, true);
+    check_ids(path(), rng_, t, 256, 200, 70, 4, 5, {.gather_x = true});
+    check_ids(path(), rng_, t, 512, 72, 40, 2, 3, {.accumulate = true});
+    check_ids(path(), rng_, t, 256, 70, 30, 2, 3, {.gather_x = true, .accumulate = true});
   }
 }
 
@@ -415,8 +422,8 @@ TEST_P(GemmCoopmatKhr, GateUp) {
   for (const char* tile : kCoopmat.ids_tiles) {
     TileScope scope(kCoopmat, tile);
     SCOPED_TRACE(std::string("tile ") + tile);
-    check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, true, false, 0);
-    check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, false, false, 1);
+    check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, {.gather_x = true, .glu_act = 0});
+    check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, {.glu_act = 1});
   }
 }
 
@@ -436,11 +443,12 @@ TEST_P(GemmCoopmatKhr, F16Rows) {
     check_dense(kCoopmat, rng, t, k1, 200, 77, {.x_f16 = true});
   }
   const uint32_t k_long = fl ? 2056 : t == GgmlType::Q8_0 ? 2080 : 2304;
-  check_dense(kCoopmat, rng, t, k_long, 102, 70, {.accumulate = true, .split_k = true, .aligned_y = true, .x_f16 = true});
-  check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, true, false, -1, true);
-  check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, false, true, -1, true);
-  check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, true, false, 0, false, true);
-  check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, false, false, 1, false, true);
+  check_dense(kCoopmat, rng, t, k_long, 102, 70,
+              {.accumulate = true, .split_k = true, .aligned_y = true, .x_f16 = true});
+  check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, {.gather_x = true, .x_f16 = true});
+  check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, {.accumulate = true, .x_f16 = true});
+  check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, {.gather_x = true, .glu_act = 0, .y_f16 = true});
+  check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, {.glu_act = 1, .y_f16 = true});
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, GemmCoopmatKhr, ::testing::ValuesIn(kTypes),

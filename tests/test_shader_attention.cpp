@@ -205,7 +205,8 @@ AttnResult run_attention_ex(Env& e, const Shape& s, KvType kt, bool split, uint3
   Buffer bq = e.buf(q), bk = e.cache(kc, kt, D, s.NKV), bv = e.cache(x.shared_kv ? std::vector<float>(4) : vc, kt, D, s.NKV),
          bsk = e.buf(sinks);
   const size_t o_size = size_t(s.n_tokens) * o_stride;
-  Buffer bo = x.o_f16 ? e.buf(std::vector<uint16_t>(o_size, fp32_to_fp16(NAN))) : e.buf(std::vector<float>(o_size, NAN));
+  Buffer bo = x.o_f16 ? e.buf(std::vector<uint16_t>(o_size, fp32_to_fp16(NAN)))
+                      : e.buf(std::vector<float>(o_size, NAN));
   Buffer bs = e.ctx->create_buffer(attention_scratch_bytes(s.NH, D, n_ctx), MemoryKind::Device, "scratch");
   AttentionArgs a;
   a.q = bq;

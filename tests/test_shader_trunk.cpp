@@ -82,7 +82,8 @@ TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
     const uint32_t stride = n + 4, x_off = 4, y_off = 8;
     auto x = e.randn(x_off + stride * rows, 3.f), w = e.randn(n);
     Buffer bx = e.buf(x), bw = e.buf(w), by = e.buf(std::vector<float>(y_off + stride * rows, NAN));
-    Buffer bh = e.buf(std::vector<float>((y_off + stride * rows) / 2, NAN)), flag = e.buf(std::vector<uint32_t>{kNone});
+    Buffer bh = e.buf(std::vector<float>((y_off + stride * rows) / 2, NAN));
+    Buffer flag = e.buf(std::vector<uint32_t>{kNone});
     e.run("rms_norm_h", {bx, bw, by, flag, bh}, RmsNormPush{n, x_off, 0, y_off, stride, 1, 1e-6f, 7, y_off}, rows);
     const auto y = e.read(by, y_off + stride * rows);
     const auto h = e.read<uint16_t>(bh, y_off + stride * rows);

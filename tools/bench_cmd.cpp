@@ -366,7 +366,8 @@ void run_bench(const Model& m, const EngineOptions& o, const BenchParams& p) {
       run_once(*engine, t, rep, n_vocab, rep < 0, &r);
       if (p.progress)
         std::fprintf(stderr, "vkmoe bench: test %zu/%zu: %s %.2f ms\n", i + 1, tests.size(),
-                     rep < 0 ? "warm-up" : ("run " + std::to_string(rep + 1) + "/" + std::to_string(p.repetitions)).c_str(),
+                     (rep < 0 ? "warm-up" : "run " + std::to_string(rep + 1) + "/" + std::to_string(p.repetitions))
+                         .c_str(),
                      ns_since(t0) / 1e6);
     }
     c.engine = engine->describe();

@@ -352,7 +352,9 @@ void GpuEngine::prefill_resident(const int32_t* tokens, uint32_t n, bool logits)
   pos_ += int(n);
   if (profile) {
     collect_profile(/*prompt=*/true, n);
-    auto us = [](clock::time_point a, clock::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+    auto us = [](clock::time_point a, clock::time_point b) {
+      return std::chrono::duration<double, std::micro>(b - a).count();
+    };
     if (prof_each_)
       std::fprintf(stderr, "host time of the ubatch: embedding %.0f us, recording %.0f us, then waiting %.0f us\n",
                    us(t0, t1), us(t1, t2), us(t2, clock::now()));
@@ -404,7 +406,8 @@ void GpuEngine::collect_profile(bool prompt, uint32_t n_tokens) {
   if (prof_labels_.empty()) return;
   StepTimes& st = prompt ? prof_prompt_ : prof_decode_;
   std::vector<double> ns = prof_->read_ns(0, static_cast<uint32_t>(prof_labels_.size()));
-  if (prof_each_ && prompt) std::fprintf(stderr, "GPU time of a %u-token ubatch: %.1f us\n", n_tokens, (ns.back() - ns[0]) / 1e3);
+  if (prof_each_ && prompt)
+    std::fprintf(stderr, "GPU time of a %u-token ubatch: %.1f us\n", n_tokens, (ns.back() - ns[0]) / 1e3);
   for (size_t i = 1; i < ns.size(); ++i) {
     auto it = std::find_if(st.ns.begin(), st.ns.end(), [&](auto& p) { return p.first == prof_labels_[i]; });
     if (it == st.ns.end()) it = st.ns.insert(st.ns.end(), {prof_labels_[i], 0.0});

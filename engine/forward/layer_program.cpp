@@ -38,7 +38,8 @@ void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_row
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
-  const Rows xn = f16_rows ? Rows(a_.xh, E).halfs() : Rows(a_.xn, E), q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
+  const Rows xn = f16_rows ? Rows(a_.xh, E).halfs() : Rows(a_.xn, E);
+  const Rows q(a_.q, Q), k(a_.k, KV), v(a_.v, KV);
   // k and v split their long rows (few outputs) in halves of their own; their
   // partial products run beside q's, their sums after one barrier
   // (VKMOE_QKV_TOGETHER=0: k's and v's each after a barrier of its own, then q).

@@ -325,8 +325,8 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   p.y_stride = a.y_stride;
   p.accumulate = a.accumulate ? 1 : 0;
   p.x_vec4 = (a.x_offset % 4 == 0 && a.x_stride % 4 == 0) ? 1 : 0;
-  const std::string x16 = a.x_f16 ? "x16_" : "";
   p.y_vec4 = (a.y_offset % 4 == 0 && a.y_stride % 4 == 0) ? 1 : 0;
+  const std::string x16 = a.x_f16 ? "x16_" : "";  // the f16-row variants' infix
   const uint32_t rows_per_wg = glu ? t->bm / 2 : t->bm;  // gate/up: half the rows are up rows
   const uint32_t gx = (a.nrows + rows_per_wg - 1) / rows_per_wg;
   if (gx > d.max_workgroup_count[0]) throw Error("coopmat GEMM: too many weight rows");
@@ -340,7 +340,8 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     if (cols > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many MoE tiles");
     if (glu) {
       p.glu_act = ids->glu_act;
-      const Pipeline& pl = ctx.pipeline(std::string(y_f16 ? "gemm_coopmat_glu_y16_" : "gemm_coopmat_glu_") + T->suffix, 5, sizeof(CoopPush), spec);
+      const std::string name = std::string(y_f16 ? "gemm_coopmat_glu_y16_" : "gemm_coopmat_glu_") + T->suffix;
+      const Pipeline& pl = ctx.pipeline(name, 5, sizeof(CoopPush), spec);
       rec.dispatch(pl, {a.w, a.x, a.y, ids->table, ids->glu_up}, p, gx, cols);
       return;
     }
