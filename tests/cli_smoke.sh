@@ -134,7 +134,7 @@ expect_error "no Vulkan driver" env VK_ICD_FILENAMES=/nonexistent.json VK_DRIVER
 expect_error "Vulkan device lost" env VKMOE_FAULT_DEVICE_LOST=after:3 "$VKMOE" run -n 8
 expect_error "Vulkan device lost" env VKMOE_FAULT_DEVICE_LOST=after:20 "$VKMOE" run -n 8 --moe-mode expert-cache
 # Out of VRAM after the trunk (injected): a warning, and the same text from the CPU experts.
-env VKMOE_FAIL_DEVICE_ALLOC=after:72 "$VKMOE" run -p "Hello" -n 8 >"$T/oom.txt" 2>"$T/oom.err" || { cat "$T/oom.err"; fail "run out of VRAM"; }
+env VKMOE_FAIL_DEVICE_ALLOC=from:blk.0.ffn_gate_exps "$VKMOE" run -p "Hello" -n 8 >"$T/oom.txt" 2>"$T/oom.err" || { cat "$T/oom.err"; fail "run out of VRAM"; }
 grep -q "vkmoe: warning: out of VRAM allocating the resident experts" "$T/oom.err" || { cat "$T/oom.err"; fail "no out-of-VRAM warning"; }
 cmp -s "$T/oom.txt" "$T/run_gpu.txt" || fail "the text changed when VRAM ran out"
 echo "cli smoke: all passed"

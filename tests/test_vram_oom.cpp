@@ -1,6 +1,6 @@
 // Out of VRAM (on lavapipe): device allocations made to fail at chosen points
 // by vk::set_device_alloc_fault (what env VKMOE_FAIL_DEVICE_ALLOC=after:N |
-// over:SIZE sets for the CLI). The engine shrinks its expert cache or falls
+// over:SIZE | from:NAME sets for the CLI). The engine shrinks its expert cache or falls
 // back to cpu-moe with one warning line and produces the same greedy text;
 // when even the trunk does not fit, it fails with a one-line Error.
 #include <gtest/gtest.h>
@@ -216,4 +216,10 @@ TEST(VramFault, CreateBufferThrowsOutOfDeviceMemory) {
   vk::set_device_alloc_fault("over:4K");
   vk::Buffer b = ctx->create_buffer(3072, vk::MemoryKind::Device, "fits");
   EXPECT_THROW(ctx->create_buffer(16, vk::MemoryKind::Device, "over"), vk::OutOfDeviceMemory);
+  // from:NAME: that allocation and every later one fail, none before it.
+  vk::set_device_alloc_fault("from:third");
+  vk::Buffer c = ctx->create_buffer(16, vk::MemoryKind::Device, "third as a prefix");
+  EXPECT_THROW(ctx->create_buffer(16, vk::MemoryKind::Device, "third"), vk::OutOfDeviceMemory);
+  EXPECT_THROW(ctx->create_buffer(16, vk::MemoryKind::Device, "fourth"), vk::OutOfDeviceMemory);
+  EXPECT_THROW(vk::set_device_alloc_fault("from:"), Error);
 }

@@ -10,12 +10,14 @@
 namespace vkmoe::vk {
 namespace {
 
-enum class Fault { Off, After, Over };
+enum class Fault { Off, After, Over, From };
 
 struct State {
   std::mutex mu;
   Fault fault = Fault::Off;
   uint64_t value = 0;
+  std::string name;    // From: the first allocation to fail
+  bool named = false;  // From: that allocation was attempted
   uint64_t count = 0;  // attempts since the fault was set
 };
 
@@ -35,7 +37,7 @@ uint64_t parse_bytes(const std::string& s, const std::string& spec) {
   else if (unit == "M" || unit == "MiB") shift = 20;
   else if (unit == "G" || unit == "GiB") shift = 30;
   if (i == 0 || i > 12 || shift < 0)
-    throw Error("bad device allocation fault '" + printable(spec) + "' (after:N, over:SIZE or off)");
+    throw Error("bad device allocation fault '" + printable(spec) + "' (after:N, over:SIZE, from:NAME or off)");
   return std::stoull(s.substr(0, i)) << shift;  // < 10^12 * 2^30 < 2^64
 }
 
@@ -52,13 +54,17 @@ void set_device_alloc_fault(const std::string& spec) {
   } else if (spec.rfind("over:", 0) == 0) {
     f = Fault::Over;
     v = parse_bytes(spec.substr(5), spec);
+  } else if (spec.rfind("from:", 0) == 0 && spec.size() > 5) {
+    f = Fault::From;
   } else if (!spec.empty() && spec != "off") {
-    throw Error("bad device allocation fault '" + printable(spec) + "' (after:N, over:SIZE or off)");
+    throw Error("bad device allocation fault '" + printable(spec) + "' (after:N, over:SIZE, from:NAME or off)");
   }
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   s.fault = f;
   s.value = v;
+  s.name = f == Fault::From ? spec.substr(5) : std::string();
+  s.named = false;
   s.count = 0;
 }
 
@@ -75,7 +81,7 @@ void device_alloc_fault_from_env() {
   });
 }
 
-bool device_alloc_fault_fires(uint64_t in_use, uint64_t bytes) {
+bool device_alloc_fault_fires(uint64_t in_use, uint64_t bytes, const std::string& name) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   const uint64_t n = s.count++;
@@ -83,6 +89,7 @@ bool device_alloc_fault_fires(uint64_t in_use, uint64_t bytes) {
     case Fault::Off: return false;
     case Fault::After: return n >= s.value;
     case Fault::Over: return in_use + bytes > s.value;
+    case Fault::From: return s.named = s.named || name == s.name;
   }
   return false;
 }

@@ -132,7 +132,7 @@ Buffer Context::create_buffer(uint64_t bytes, MemoryKind kind, const std::string
   }
   // An injected fault (set_device_alloc_fault) takes the path of a real failure.
   const bool injected =
-      kind == MemoryKind::Device && device_alloc_fault_fires(allocated_bytes(MemoryKind::Device), bytes);
+      kind == MemoryKind::Device && device_alloc_fault_fires(allocated_bytes(MemoryKind::Device), bytes, what);
   r = injected ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vkAllocateMemory(device_, &mai, nullptr, &b.memory_);
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_TOO_MANY_OBJECTS)
     out_of_memory(injected);

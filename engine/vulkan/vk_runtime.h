@@ -127,6 +127,7 @@ struct OutOfDeviceMemory : Error {
 //   "after:N"    the first N device allocations from now on succeed, later ones fail
 //   "over:SIZE"  an allocation fails when it would bring its Context's device
 //                memory in use above SIZE (bytes, or with a K/M/G suffix)
+//   "from:NAME"  the device allocation of the buffer named NAME and every later one fail
 //   "" / "off"   no injected failures
 // The environment variable VKMOE_FAIL_DEVICE_ALLOC sets it when the first
 // Context is created. Throws Error on a malformed spec.
