@@ -19,6 +19,19 @@ function(vkmoe_shader NAME SRC)
 endfunction()
 file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/shaders)
 
+# Every GPU weight type as name:WTYPE (ids: shaders/wtype.glsl; engine/vulkan/weight_types.h).
+set(VKMOE_WEIGHT_TYPES f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7 q4_0:8 q4_1:9 q5_0:10 q5_1:11 iq4_nl:12
+    mxfp4:13 q2_k:14 q3_k:15 iq4_xs:16)
+# vkmoe_shader_per_type(PREFIX SOURCE [DEFINE ...]): PREFIX_<type> for every weight type.
+function(vkmoe_shader_per_type PREFIX SRC)
+  foreach(t ${VKMOE_WEIGHT_TYPES})
+    string(REPLACE ":" ";" tv ${t})
+    list(GET tv 0 tname)
+    list(GET tv 1 tid)
+    vkmoe_shader(${PREFIX}_${tname} ${SRC} WTYPE=${tid} ${ARGN})
+  endforeach()
+endfunction()
+
 # Shader list (one line per compiled variant):
 vkmoe_shader(rms_norm rms_norm.comp)
 vkmoe_shader(rms_norm_h rms_norm.comp F16_COPY=1)
@@ -49,8 +62,7 @@ function(vkmoe_matvec_variants PREFIX SRC)
     endif()
   endforeach()
 endfunction()
-vkmoe_matvec_variants(matvec matvec.comp f32:1 f16:2 bf16:3 q8_0:4 q4_k:5 q5_k:6 q6_k:7
-                      q4_0:8 q4_1:9 q5_0:10 q5_1:11 iq4_nl:12 mxfp4:13 q2_k:14 q3_k:15 iq4_xs:16)
+vkmoe_matvec_variants(matvec matvec.comp ${VKMOE_WEIGHT_TYPES})
 vkmoe_shader(bandwidth bandwidth.comp)
 vkmoe_shader(moe_combine_norm moe_combine_norm.comp)
 # int8-x matvec with packed integer dot products; see engine/vulkan/vk_matvec.h
