@@ -4,6 +4,13 @@
 // DQ_UNIT bytes into binding 0; e a multiple of 16) so that loads can be
 // issued ahead of their use; dq_value(r, e, t) is element e + t.
 // Layouts as in cpu/quant.h (ggml's blocks).
+
+// Word k of a uvec4 by selects: a vector indexed by a value the compiler does
+// not know is kept in local memory on NVIDIA, and a pipeline using local memory
+// makes the driver reserve it for every thread the GPU can hold (get_rows_q4_k:
+// 384 bytes a thread, ~94 MiB of VRAM on an H200; PERF.md run 34).
+uint word_of(uvec4 v, uint k) { return k == 0u ? v.x : k == 1u ? v.y : k == 2u ? v.z : v.w; }
+
 #ifdef DQ
 
 #if DQ_UNIT == 1
@@ -27,11 +34,7 @@ uvec4 dq_ld128(uint blk, uint byte) {
   const uint u = blk + byte / DQ_UNIT, s = 4 / DQ_UNIT;
   return uvec4(dq_ld32(u), dq_ld32(u + s), dq_ld32(u + 2 * s), dq_ld32(u + 3 * s));
 }
-// By selects, not a dynamic vector index (which NVIDIA keeps in local memory; see wchunk.glsl's word_of).
-uint dq_byte(uvec4 v, uint i) {
-  const uint k = i / 4, w = k == 0u ? v.x : k == 1u ? v.y : k == 2u ? v.z : v.w;
-  return bitfieldExtract(w, int(8 * (i % 4)), 8);
-}
+uint dq_byte(uvec4 v, uint i) { return bitfieldExtract(word_of(v, i / 4), int(8 * (i % 4)), 8); }
 
 #if WTYPE == WT_IQ4_NL || WTYPE == WT_IQ4_XS
 const float DQ_KV_IQ4[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0,

@@ -103,12 +103,6 @@ Raw fetch_w(uint rb, uint e0) {
   return r;
 }
 
-// Word k of a uvec4 by selects: a vector indexed by a value the compiler does
-// not know is kept in local memory on NVIDIA, and a pipeline using local memory
-// makes the driver reserve it for every thread the GPU can hold (get_rows_q4_k:
-// 384 bytes a thread, ~94 MiB of VRAM on an H200; PERF.md run 34).
-uint word_of(uvec4 v, uint k) { return k == 0u ? v.x : k == 1u ? v.y : k == 2u ? v.z : v.w; }
-
 #if WTYPE == WT_Q4_K || WTYPE == WT_Q5_K
 uint hbyte(uvec4 h, uint i) { return bitfieldExtract(word_of(h, 1 + i / 4), int(8 * (i % 4)), 8); }
 // Scale and min of sub-block j (ggml's get_scale_min_k4), times d and dmin.
