@@ -6,9 +6,9 @@
 // stride and n are multiples of 4, each invocation reads 16-byte words, all
 // of its row's words in flight together (up to BATCH): a lone decode norm's
 // time is load latency.
-// F16_COPY: the output rows also go to binding 4 as f16 (h_off in halfs, the
-// same row stride; offsets, stride and n multiples of 4), the activations of
-// GEMMs on f16 rows.
+// F16_COPY: the output rows also go to binding 4 as f16, at y's offset and
+// stride counted in halfs (offsets, stride and n multiples of 4), the
+// activations of GEMMs on f16 rows.
 #extension GL_EXT_control_flow_attributes : require
 #ifndef F16_COPY
 #define F16_COPY 0
@@ -34,7 +34,6 @@ layout(push_constant) uniform P {
   uint has_w;
   float eps;
   uint check;
-  uint h_off;
 } p;
 const uint BATCH = 4;
 #include "reduce.glsl"
@@ -66,7 +65,7 @@ void main() {
       if (p.has_w != 0) v *= w4[p.w_off / 4 + i];
       y4[yb / 4 + i] = v;
 #if F16_COPY
-      h4[(p.h_off + row * p.row_stride) / 4 + i] = f16vec4(v);
+      h4[yb / 4 + i] = f16vec4(v);
 #endif
     }
   } else {

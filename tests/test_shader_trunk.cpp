@@ -30,7 +30,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
     ASSERT_NEAR(got[i], want[i], rel * scale) << what << " element " << i;
 }
 
-struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; uint32_t check, h_off = 0; };
+struct RmsNormPush { uint32_t n, x_off, w_off, y_off, row_stride, has_w; float eps; uint32_t check; };
 struct AxpyPush { uint32_t n, items, x_off, a_off, y_off, mode; float scale; };
 struct SwigluPush { uint32_t n, g_off, u_off, act, row_elems, count_off; };
 struct CombineNormPush { uint32_t n, items; float eps; uint32_t check; };
@@ -72,8 +72,9 @@ TEST(ShaderTrunk, RmsNormRowsWithAndWithoutWeights) {
     }
 }
 
-// rms_norm_h: the same rows, also as f16 rows at h_off (the input of GEMMs on
-// f16 rows), each the f32 output rounded to f16; 16-byte rows only.
+// rms_norm_h: the same rows, also as f16 rows at y's offset and stride in
+// halfs (the input of GEMMs on f16 rows), each the f32 output rounded to f16;
+// 16-byte rows only.
 TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -84,7 +85,7 @@ TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
     Buffer bx = e.buf(x), bw = e.buf(w), by = e.buf(std::vector<float>(y_off + stride * rows, NAN));
     Buffer bh = e.buf(std::vector<float>((y_off + stride * rows) / 2, NAN));
     Buffer flag = e.buf(std::vector<uint32_t>{kNone});
-    e.run("rms_norm_h", {bx, bw, by, flag, bh}, RmsNormPush{n, x_off, 0, y_off, stride, 1, 1e-6f, 7, y_off}, rows);
+    e.run("rms_norm_h", {bx, bw, by, flag, bh}, RmsNormPush{n, x_off, 0, y_off, stride, 1, 1e-6f, 7}, rows);
     const auto y = e.read(by, y_off + stride * rows);
     const auto h = e.read<uint16_t>(bh, y_off + stride * rows);
     for (uint32_t r = 0; r < rows; ++r) {

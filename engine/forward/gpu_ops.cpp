@@ -9,7 +9,7 @@ namespace {
 struct RmsNormPush {
   uint32_t n, x_off, w_off, y_off, row_stride, has_w;
   float eps;
-  uint32_t check, h_off;
+  uint32_t check;
 };
 struct AddRowsPush {
   uint32_t n, rows, x_off, x_stride, a_off, y_off, y_stride, mode;
@@ -148,7 +148,7 @@ void GpuOps::rms_norm(vk::Recorder& r, Rows x, const GpuTensor* w, Rows y, uint3
                       uint32_t check, const vk::Buffer* f16_copy) const {
   if (x.stride != y.stride && n > 1) throw Error("rms_norm: input and output rows differ in stride");
   const uint32_t wg = n == 1 ? lone_row_workgroup(width) : 256;
-  RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps, check, y.offset};
+  RmsNormPush pc{width, x.offset, 0, y.offset, std::max(x.stride, width), w ? 1u : 0u, eps, check};
   const vk::BufferRange wb = w ? vk::BufferRange(w->buf) : vk::BufferRange(*x.buf);
   if (f16_copy) {
     if ((width | x.offset | y.offset | pc.row_stride) % 4 != 0)
