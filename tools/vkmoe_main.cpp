@@ -61,7 +61,7 @@ const char* kUsage =
     "  --moe-mode MODE        auto|resident|expert-cache|cpu-moe (default auto)\n"
     "  --predict-prefetch     prefetch predicted experts of the next layer\n"
     "  --expert-stats         print prediction accuracy, hit rate, bytes moved (and GPU time per step\n"
-    "                         with VKMOE_PROFILE=1; =2 also prints each prompt ubatch's GPU time)\n"
+    "                         with VKMOE_PROFILE=1; =2 also each prompt ubatch's GPU and host time)\n"
     "  --pin-experts N        pin the N most-used experts per layer in VRAM after the prompt\n"
     "  --cpu-f32              CPU experts on f32 activations: the GPU path's result to rounding, but\n"
     "                         several times slower than the default Q8-quantized activations\n"

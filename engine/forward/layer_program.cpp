@@ -30,8 +30,8 @@ LayerProgram::LayerProgram(const Model& m, const GpuModel& g, Activations& a, co
 
 bool LayerProgram::qkv_take_f16_rows(int il, uint32_t n) const {
   const GpuLayer& g = g_.layers[il];
-  return !m_.layers()[il].spec.mla && c_.n_embd % 4 == 0 && ops_.takes_f16_rows(g.wq.type, n) && ops_.takes_f16_rows(g.wk.type, n) &&
-         ops_.takes_f16_rows(g.wv.type, n);
+  return !m_.layers()[il].spec.mla && c_.n_embd % 4 == 0 && ops_.takes_f16_rows(g.wq.type, n) &&
+         ops_.takes_f16_rows(g.wk.type, n) && ops_.takes_f16_rows(g.wv.type, n);
 }
 
 void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows) const {
