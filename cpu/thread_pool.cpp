@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <system_error>
 
@@ -172,6 +173,14 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   std::exception_ptr error = error_;
   error_ = nullptr;
   if (error) std::rethrow_exception(error);
+}
+
+void parallel_memcpy(ThreadPool& pool, void* dst, const void* src, uint64_t bytes) {
+  constexpr uint64_t kPiece = 1ull << 20;
+  pool.parallel_for(int64_t((bytes + kPiece - 1) / kPiece), [&](int64_t begin, int64_t end) {
+    const uint64_t from = uint64_t(begin) * kPiece, to = std::min(bytes, uint64_t(end) * kPiece);
+    std::memcpy(static_cast<uint8_t*>(dst) + from, static_cast<const uint8_t*>(src) + from, to - from);
+  });
 }
 
 }  // namespace vkmoe

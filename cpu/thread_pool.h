@@ -67,4 +67,9 @@ class ThreadPool {
   std::exception_ptr error_;
 };
 
+// memcpy of large buffers split into 1 MiB pieces across the pool (a model
+// load's staging copies: one thread's copy from a mapped file is bound by its
+// page walks, not by memory bandwidth).
+void parallel_memcpy(ThreadPool& pool, void* dst, const void* src, uint64_t bytes);
+
 }  // namespace vkmoe

@@ -119,6 +119,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
         slice_max_[i] = std::max(slice_max_[i], uint64_t(w->expert_bytes()));
   if (offload_) fit_offload_plan();
   const int planned_staging = staging_slots_;
+  // CPU threads: the offload modes' experts, a prompt's embedding rows, and the
+  // load's staging copies.
+  if (offload_ || n_ubatch_ > 1) pool_ = std::make_unique<ThreadPool>(o.threads, o.placement);
   for (int i = 0; i < 8; ++i) recorders_.push_back(std::make_unique<vk::Recorder>(*ctx_));
 
   // The trunk first: what must be in VRAM; then what can do with less.
@@ -158,8 +161,6 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     prof_each_ = std::string_view(std::getenv("VKMOE_PROFILE")) == "2";
   }
 
-  // CPU threads: the offload modes' experts, and a prompt's embedding rows.
-  if (offload_ || n_ubatch_ > 1) pool_ = std::make_unique<ThreadPool>(o.threads, o.placement);
   if (offload_) {
     for (const LayerWeights& l : m.layers())
       host_biases_.push_back({HostFloats(l.exp_probs_b),

@@ -15,7 +15,7 @@ using vk::MemoryKind;
 
 void GpuEngine::allocate_trunk(uint64_t kv_bytes, const ActivationShape& shape) {
   try {
-    w_ = upload_model(*ctx_, m_, kv_bytes);
+    w_ = upload_model(*ctx_, m_, kv_bytes, pool_.get());
     act_ = std::make_unique<Activations>(*ctx_, shape);
   } catch (const vk::OutOfDeviceMemory& e) {
     const uint64_t caches = c_.v_dim() > 0 ? 2 : 1;  // latent attention: K only
@@ -45,7 +45,7 @@ void GpuEngine::vram_shortfall(const vk::OutOfDeviceMemory& e, const char* what,
 void GpuEngine::allocate_resident_experts(PlanInput in) {
   const uint64_t before = ctx_->allocated_bytes(MemoryKind::Device);
   try {
-    upload_experts(*ctx_, m_, w_);
+    upload_experts(*ctx_, m_, w_, pool_.get());
     return;
   } catch (const vk::OutOfDeviceMemory& e) {
     vram_shortfall(e, "the resident experts", plan_.all_experts_bytes);

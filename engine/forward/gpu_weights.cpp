@@ -3,16 +3,27 @@
 #include <string>
 
 #include "base/progress.h"
+#include "cpu/thread_pool.h"
 
 namespace vkmoe {
 namespace {
 
 using vk::MemoryKind;
 
+// The pool's threads fill staging: one thread's memcpy from the mapped file
+// bounded the resident Qwen3-30B-A3B load at ~5.5 GB/s (PERF.md run 35).
+// VKMOE_PARALLEL_UPLOAD=0: one thread.
+vk::Uploader::CopyFn staging_copy(ThreadPool* pool) {
+  if (!pool || pool->size() < 2 || vk::env_off("VKMOE_PARALLEL_UPLOAD")) return {};
+  return [pool](void* dst, const void* src, uint64_t bytes) { parallel_memcpy(*pool, dst, src, bytes); };
+}
+
 class ModelUploader {
  public:
-  ModelUploader(vk::Context& ctx, uint64_t total, const char* what)
-      : ctx_(ctx), up_(ctx, 64ull << 20, 4), progress_(std::string("uploading ") + what + " to VRAM", total, 256ull << 20) {}
+  ModelUploader(vk::Context& ctx, uint64_t total, const char* what, ThreadPool* pool)
+      : ctx_(ctx),
+        up_(ctx, 128ull << 20, 4, staging_copy(pool)),
+        progress_(std::string("uploading ") + what + " to VRAM", total, 256ull << 20) {}
 
   // as_f32: a table of vectors (per-expert biases) the GPU reads as f32 rows.
   // rows_first: that many last rows go first (quantized rows are independent bytes).
@@ -119,13 +130,13 @@ void upload_layer(ModelUploader& up, const LayerWeights& w, int il, GpuLayer& l,
 
 }  // namespace
 
-GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer) {
+GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer, ThreadPool* pool) {
   const ModelConfig& c = m.config();
   const uint64_t total = bytes_of(m.output_norm) + bytes_of(m.output) + layer_bytes(m, kTrunkTensors);
 
   GpuModel g;  // declared first: on failure `up` waits for its copies before g's buffers are freed
   g.layers.resize(c.n_layer);
-  ModelUploader up(ctx, total, "weights");
+  ModelUploader up(ctx, total, "weights", pool);
   for (int il = 0; il < c.n_layer; ++il) {
     GpuLayer& l = g.layers[il];
     upload_layer(up, m.layers()[il], il, l, kTrunkTensors, uint32_t(c.n_rot));
@@ -139,9 +150,9 @@ GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_la
   return g;
 }
 
-void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g) {
+void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g, ThreadPool* pool) {
   try {
-    ModelUploader up(ctx, layer_bytes(m, kExpertTensors), "experts");
+    ModelUploader up(ctx, layer_bytes(m, kExpertTensors), "experts", pool);
     for (size_t il = 0; il < g.layers.size(); ++il)
       upload_layer(up, m.layers()[il], int(il), g.layers[il], kExpertTensors, 0);
     up.finish();

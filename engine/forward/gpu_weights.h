@@ -9,6 +9,8 @@
 
 namespace vkmoe {
 
+class ThreadPool;
+
 // A weight matrix (or vector: nrows 1) in VRAM. Vectors (norms, biases) are
 // always stored as f32, whatever their type in the file.
 struct GpuTensor {
@@ -36,10 +38,11 @@ struct GpuModel {
 
 // Uploads every trunk tensor and allocates a KV cache of kv_bytes_per_layer
 // for each of K and V per layer (K only for latent attention). Prints progress to stderr when the upload is large.
-GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer);
+// pool (may be null): its threads fill the staging buffers.
+GpuModel upload_model(vk::Context& ctx, const Model& m, uint64_t kv_bytes_per_layer, ThreadPool* pool);
 // Uploads the routed experts of every MoE layer into g (resident mode). When
 // an allocation fails (vk::OutOfDeviceMemory) it frees what it allocated,
 // waits for its copies and rethrows.
-void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g);
+void upload_experts(vk::Context& ctx, const Model& m, GpuModel& g, ThreadPool* pool);
 
 }  // namespace vkmoe

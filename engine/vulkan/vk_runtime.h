@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -421,7 +422,9 @@ class Recorder {
 // Not thread-safe.
 class Uploader {
  public:
-  explicit Uploader(Context& ctx, uint64_t staging_bytes = 64ull << 20, uint32_t slots = 4);
+  // Fills staging: copy(dst, src, bytes). A model load passes a parallel copy.
+  using CopyFn = std::function<void(void* dst, const void* src, uint64_t bytes)>;
+  explicit Uploader(Context& ctx, uint64_t staging_bytes = 64ull << 20, uint32_t slots = 4, CopyFn copy = {});
   ~Uploader();
   Uploader(const Uploader&) = delete;
   Uploader& operator=(const Uploader&) = delete;
@@ -449,6 +452,7 @@ class Uploader {
   };
   void next_slot();
   Queue* queue_;
+  CopyFn copy_;
   std::vector<Slot> slots_;
   size_t cur_ = 0;
   SyncPoint last_;

@@ -7,8 +7,8 @@
 
 namespace vkmoe::vk {
 
-Uploader::Uploader(Context& ctx, uint64_t staging_bytes, uint32_t slots)
-    : queue_(&ctx.transfer_queue()) {
+Uploader::Uploader(Context& ctx, uint64_t staging_bytes, uint32_t slots, CopyFn copy)
+    : queue_(&ctx.transfer_queue()), copy_(std::move(copy)) {
   if (slots == 0) slots = 1;
   const uint64_t per_slot = std::max<uint64_t>((staging_bytes / slots) & ~uint64_t(255), 256);
   slots_.resize(slots);
@@ -42,7 +42,10 @@ void Uploader::enqueue(const Buffer& dst, uint64_t dst_offset, const void* src, 
       next_slot();
       continue;
     }
-    std::memcpy(s.staging.data() + s.used, p, chunk);
+    if (copy_)
+      copy_(s.staging.data() + s.used, p, chunk);
+    else
+      std::memcpy(s.staging.data() + s.used, p, chunk);
     s.rec->copy(s.staging, s.used, dst, dst_offset, chunk);
     s.used = std::min(cap, (s.used + chunk + 15) & ~uint64_t(15));
     p += chunk;
