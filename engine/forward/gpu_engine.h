@@ -80,6 +80,8 @@ class GpuEngine final : public Engine {
   // VRAM with fallbacks (gpu_vram.cpp): when expert buffers do not fit, fewer
   // slots, then cpu-moe, with one warning line; the trunk must fit.
   void allocate_trunk(uint64_t kv_bytes, const ActivationShape& shape);
+  // The pool whose threads copy a load's weights (null: one thread).
+  ThreadPool* load_pool() const;
   void allocate_resident_experts(PlanInput in);
   void allocate_expert_cache();
   void allocate_staging();

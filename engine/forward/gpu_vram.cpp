@@ -7,15 +7,22 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "cpu/thread_pool.h"
 #include "engine/forward/gpu_engine.h"
 
 namespace vkmoe {
 
 using vk::MemoryKind;
 
+// One thread's memcpy from the mapped file bounded the resident Qwen3-30B-A3B
+// load at ~5.5 GB/s (PERF.md run 35). VKMOE_PARALLEL_UPLOAD=0: one thread.
+ThreadPool* GpuEngine::load_pool() const {
+  return pool_ && pool_->size() > 1 && !vk::env_off("VKMOE_PARALLEL_UPLOAD") ? pool_.get() : nullptr;
+}
+
 void GpuEngine::allocate_trunk(uint64_t kv_bytes, const ActivationShape& shape) {
   try {
-    w_ = upload_model(*ctx_, m_, kv_bytes, pool_.get());
+    w_ = upload_model(*ctx_, m_, kv_bytes, load_pool());
     act_ = std::make_unique<Activations>(*ctx_, shape);
   } catch (const vk::OutOfDeviceMemory& e) {
     const uint64_t caches = c_.v_dim() > 0 ? 2 : 1;  // latent attention: K only
@@ -45,7 +52,7 @@ void GpuEngine::vram_shortfall(const vk::OutOfDeviceMemory& e, const char* what,
 void GpuEngine::allocate_resident_experts(PlanInput in) {
   const uint64_t before = ctx_->allocated_bytes(MemoryKind::Device);
   try {
-    upload_experts(*ctx_, m_, w_, pool_.get());
+    upload_experts(*ctx_, m_, w_, load_pool());
     return;
   } catch (const vk::OutOfDeviceMemory& e) {
     vram_shortfall(e, "the resident experts", plan_.all_experts_bytes);
@@ -91,7 +98,7 @@ void GpuEngine::allocate_expert_cache() {
 
 void GpuEngine::allocate_staging() {
   const uint64_t planned = 2 * uint64_t(staging_slots_) * (slice_max_[0] + slice_max_[1] + slice_max_[2]);
-  host_experts_ = std::make_unique<HostExperts>(*ctx_, m_);
+  host_experts_ = std::make_unique<HostExperts>(*ctx_, m_, load_pool());
   try {  // a transient device buffer; without it the default rate stands
     split_costs_.upload_bytes_per_s = measure_upload_rate(*ctx_);
   } catch (const vk::OutOfDeviceMemory&) {

@@ -10,11 +10,8 @@ namespace {
 
 using vk::MemoryKind;
 
-// The pool's threads fill staging: one thread's memcpy from the mapped file
-// bounded the resident Qwen3-30B-A3B load at ~5.5 GB/s (PERF.md run 35).
-// VKMOE_PARALLEL_UPLOAD=0: one thread.
 vk::Uploader::CopyFn staging_copy(ThreadPool* pool) {
-  if (!pool || pool->size() < 2 || vk::env_off("VKMOE_PARALLEL_UPLOAD")) return {};
+  if (!pool) return {};
   return [pool](void* dst, const void* src, uint64_t bytes) { parallel_memcpy(*pool, dst, src, bytes); };
 }
 

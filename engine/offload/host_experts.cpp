@@ -5,10 +5,11 @@
 #include <cstring>
 
 #include "base/progress.h"
+#include "cpu/thread_pool.h"
 
 namespace vkmoe {
 
-HostExperts::HostExperts(vk::Context& ctx, const Model& m) : m_(m) {
+HostExperts::HostExperts(vk::Context& ctx, const Model& m, ThreadPool* pool) : m_(m) {
   uint64_t total = 0;
   for (const LayerWeights& w : m.layers())
     if (w.gate_exps) total += w.gate_exps.t->nbytes + w.up_exps.t->nbytes + w.down_exps.t->nbytes;
@@ -22,7 +23,10 @@ HostExperts::HostExperts(vk::Context& ctx, const Model& m) : m_(m) {
                                   {&w.up_exps, &layers_[il].up, "ffn_up_exps (host)"},
                                   {&w.down_exps, &layers_[il].down, "ffn_down_exps (host)"}}) {
       *dst = ctx.create_buffer(src->t->nbytes, vk::MemoryKind::Readback, p + name);
-      std::memcpy(dst->data(), src->t->data, src->t->nbytes);
+      if (pool)
+        parallel_memcpy(*pool, dst->data(), src->t->data, src->t->nbytes);
+      else
+        std::memcpy(dst->data(), src->t->data, src->t->nbytes);
       progress.advance(src->t->nbytes);
     }
   }

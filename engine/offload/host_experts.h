@@ -9,9 +9,12 @@
 
 namespace vkmoe {
 
+class ThreadPool;
+
 class HostExperts {
  public:
-  HostExperts(vk::Context& ctx, const Model& m);
+  // pool (may be null): its threads make the copies.
+  HostExperts(vk::Context& ctx, const Model& m, ThreadPool* pool);
   // Records copies of expert `e` of layer il into slot `slot` of the three pools.
   void record_copy(vk::Recorder& r, int il, int e, const vk::Buffer& gate_pool, const vk::Buffer& up_pool,
                    const vk::Buffer& down_pool, int slot) const;
