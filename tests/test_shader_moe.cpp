@@ -14,6 +14,7 @@
 
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
+#include "engine/forward/cpu_forward.h"
 #include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/vk_moe.h"
 
@@ -524,6 +525,67 @@ TEST(ShaderMoe, CombineAddsWeightedSlotRowsInOrder) {
       first = got;
     } else {
       ASSERT_EQ(0, std::memcmp(first.data(), got.data(), got.size() * 4)) << "combine is not deterministic";
+    }
+  }
+}
+
+// The ubatch combine that also writes the next layer's attention norm: x as
+// the plain combine, xn = rms_norm(x) * w and its f16 copy at x's offset and
+// stride; a row that went non-finite lowers the flag to the check value.
+TEST(ShaderMoe, CombineWithNormWritesTheNextNormAndItsF16Copy) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t n_tokens = 37, k = 8, n_expert = 64, n = 300, x_stride = n + 4, y_stride = n + 8;
+  const auto ids = e.random_ids(n_tokens, k, n_expert, false);
+  std::vector<int32_t> group_of_expert(n_expert);
+  for (uint32_t x = 0; x < n_expert; ++x) group_of_expert[x] = x % 5 == 0 ? -1 : int32_t(x);
+  const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_expert);
+  std::vector<uint32_t> table(L.words);
+  build_moe_table(ids.data(), L, group_of_expert.data(), n_expert, table.data());
+  const auto y = e.randn(size_t(L.max_slots()) * y_stride), w = e.randn(n_tokens * k), nw = e.randn(n);
+  for (bool poison : {false, true}) {
+    auto x = e.randn(n_tokens * x_stride);
+    if (poison) x[5 * x_stride + 17] = kNaN;  // token 5's row
+    std::vector<float> want = x;
+    for (uint32_t t = 0; t < n_tokens; ++t)
+      for (uint32_t j = 0; j < k; ++j) {
+        const uint32_t s = table[L.pair_slot_off + t * k + j];
+        if (s == kMoeNoSlot) continue;
+        for (uint32_t i = 0; i < n; ++i) want[t * x_stride + i] += w[t * k + j] * y[s * y_stride + i];
+      }
+    Buffer by = e.buf(y), bw = e.buf(w), bt = e.buf(table), bx = e.buf(x), bnw = e.buf(nw);
+    Buffer bxn = e.buf(std::vector<float>(x.size(), 7.f)), bh = e.buf(std::vector<uint16_t>(x.size(), 0x4700));
+    Buffer flag = e.buf(std::vector<uint32_t>{~0u});
+    MoeCombineArgs a{by, bw, bt, bx, L, n, y_stride, x_stride};
+    a.norm_w = bnw;
+    a.xn = bxn;
+    a.xh = bh;
+    a.flags = flag;
+    a.eps = 1e-6f;
+    a.check = 9;
+    Recorder rec(*e.ctx);
+    rec.begin();
+    record_moe_combine(rec, a);
+    rec.submit().wait();
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], poison ? 9u : ~0u);
+    if (poison) continue;
+    const auto gx = e.read<float>(bx, x.size()), gxn = e.read<float>(bxn, x.size());
+    const auto gh = e.read<uint16_t>(bh, x.size());
+    std::vector<float> norm(n);
+    for (uint32_t t = 0; t < n_tokens; ++t) {
+      rms_norm(&want[t * x_stride], nw.data(), norm.data(), n, 1e-6f);
+      for (uint32_t i = 0; i < x_stride; ++i) {
+        const size_t at = t * x_stride + i;
+        ASSERT_NEAR(gx[at], want[at], 1e-5 * (1 + std::fabs(want[at]))) << "x, token " << t << " col " << i;
+        if (i >= n) {  // past the row: untouched
+          ASSERT_EQ(gxn[at], 7.f) << "token " << t << " col " << i;
+          ASSERT_EQ(gh[at], 0x4700) << "token " << t << " col " << i;
+          continue;
+        }
+        ASSERT_NEAR(gxn[at], norm[i], 1e-5 * std::fabs(norm[i]) + 1e-6) << "xn, token " << t << " col " << i;
+        ASSERT_NEAR(fp16_to_fp32(gh[at]), gxn[at], std::ldexp(std::fabs(gxn[at]), -11) + 1e-7)
+            << "f16 copy, token " << t << " col " << i;
+      }
     }
   }
 }

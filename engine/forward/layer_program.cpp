@@ -75,7 +75,8 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const Rows x(a_.x, E), xn(a_.xn, E);
   // The q/k/v products' input rows in f16 too, where they take them (written by the norm here).
-  const bool f16_rows = !normed && qkv_take_f16_rows(il, n);
+  // A ubatch's combine that wrote xn (normed) wrote them too.
+  const bool f16_rows = qkv_take_f16_rows(il, n);
   if (!normed) {
     ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps, non_finite_site::layer_input(il),
                   f16_rows ? &a_.xh : nullptr);
@@ -259,7 +260,9 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
     vk::record_moe_group(r, gr);
     r.barrier();
     mark_(r, "group by expert");
-    experts_grouped(r, il, w, a_.table, a_.wts, n);
+    const bool fold_norm = next_norm && m_.layers()[il].spec.shared == SharedExpert::None && E % 4 == 0;
+    experts_grouped(r, il, w, a_.table, a_.wts, n, nullptr, fold_norm ? next_norm : nullptr);
+    if (fold_norm) return true;
     shared_expert(r, il, n);
     return false;
   }
@@ -370,7 +373,8 @@ bool experts_gate_up_in_one(const vk::Context& ctx, const vk::GemmConfig& gemm, 
 }
 
 void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
-                                   const vk::Buffer& wts, uint32_t n, const vk::Buffer* group_expert) const {
+                                   const vk::Buffer& wts, uint32_t n, const vk::Buffer* group_expert,
+                                   const GpuTensor* next_norm) const {
   const LayerWeights& lw = m_.layers()[il];
   const bool bias = lw.spec.expert_bias;
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
@@ -438,9 +442,17 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
   cb.n = E;
   cb.y_stride = E;
   cb.x_stride = E;
+  if (next_norm) {
+    cb.norm_w = next_norm->buf;
+    cb.xn = a_.xn;
+    if (qkv_take_f16_rows(il + 1, n)) cb.xh = a_.xh;
+    cb.flags = a_.non_finite;
+    cb.eps = c_.norm_eps;
+    cb.check = non_finite_site::layer_input(il + 1);
+  }
   vk::record_moe_combine(r, cb);
   r.barrier();
-  mark_(r, "combine");
+  mark_(r, next_norm ? "combine + next norm" : "combine");
 }
 
 void LayerProgram::output(vk::Recorder& r, uint32_t last, bool normed) const {

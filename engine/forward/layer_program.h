@@ -53,8 +53,9 @@ class LayerProgram {
   void router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const;
   // Resident MoE (ffn norm, router, top-k, experts, combine, shared expert;
   // one token without a router bias folds the norm into the router). With
-  // next_norm, n == 1 and no shared expert, the combine also writes
-  // xn = rmsnorm(x) * next_norm; returns whether it did.
+  // next_norm and no shared expert, the combine also writes xn = rmsnorm(x) *
+  // next_norm (for a ubatch: the attention norm of layer il + 1, with the f16
+  // copy that layer's q/k/v take); returns whether it did.
   bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const;
   // Decode: the k experts named by `ids` (expert or slot indices; < 0 skipped)
   // into eo rows; the caller combines. expert_ids: the expert of each item
@@ -66,9 +67,11 @@ class LayerProgram {
   // Ubatch: the experts of a MoeTable (tile groups index w) into eo slot rows,
   // then x += weighted combine with weights wts[t][k]. group_expert: int32
   // expert of each group (w.count entries, -1: none) for the per-expert
-  // biases; null: groups are experts.
+  // biases; null: groups are experts. next_norm: the combine also writes layer
+  // il + 1's attention norm (see moe_resident).
   void experts_grouped(vk::Recorder& r, int il, const ExpertBuffers& w, const vk::Buffer& table,
-                       const vk::Buffer& wts, uint32_t n, const vk::Buffer* group_expert = nullptr) const;
+                       const vk::Buffer& wts, uint32_t n, const vk::Buffer* group_expert = nullptr,
+                       const GpuTensor* next_norm = nullptr) const;
   // logits = output(norm(x[last])); normed: xn[0] already holds it.
   void output(vk::Recorder& r, uint32_t last, bool normed) const;
 

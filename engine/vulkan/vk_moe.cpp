@@ -20,6 +20,11 @@ struct CombinePush {
   MoeTableLayout layout;
   uint32_t n, y_stride, x_stride;
 };
+struct CombineNormPush {
+  CombinePush c;
+  float eps;
+  uint32_t check, has_h;
+};
 static_assert(sizeof(MoeTableLayout) == 32, "MoeTableLayout must mirror MoeLayout in shaders/moe_table.glsl");
 
 constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kMaxGroups = 64, kCombineWorkgroup = 256;
@@ -112,6 +117,20 @@ void record_moe_combine(Recorder& rec, const MoeCombineArgs& a) {
   check_range("moe_combine", "weights", a.weights, uint64_t(l.n_tokens) * l.k * 4);
   check_range("moe_combine", "x", a.x, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
   const CombinePush push{l, a.n, a.y_stride, a.x_stride};
+  if (a.norm_w.buffer != VK_NULL_HANDLE) {
+    if ((a.n | a.y_stride | a.x_stride) % 4 != 0 || l.k > kMaxTopk)
+      throw Error("internal error: moe_combine with a norm needs rows of 4-value words and k <= 64");
+    if (l.n_tokens > ctx.info().max_workgroup_count[0]) throw Error("internal error: moe_combine with too many tokens");
+    check_range("moe_combine", "norm weights", a.norm_w, uint64_t(a.n) * 4);
+    check_range("moe_combine", "xn", a.xn, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
+    const bool has_h = a.xh.buffer != VK_NULL_HANDLE;
+    if (has_h) check_range("moe_combine", "xh", a.xh, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 2);
+    check_range("moe_combine", "flags", a.flags, 4);
+    const CombineNormPush pn{push, a.eps, a.check, has_h ? 1u : 0u};
+    rec.dispatch(ctx.pipeline("moe_combine_rows_norm", 8, sizeof(CombineNormPush)),
+                 {a.y, a.weights, a.table, a.x, a.norm_w, a.xn, a.flags, has_h ? a.xh : a.xn}, pn, l.n_tokens);
+    return;
+  }
   rec.dispatch(ctx.pipeline("moe_combine", 4, sizeof(CombinePush)), {a.y, a.weights, a.table, a.x}, push,
                (a.n + kCombineWorkgroup - 1) / kCombineWorkgroup, l.n_tokens);
 }

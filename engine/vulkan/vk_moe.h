@@ -42,6 +42,12 @@ struct MoeCombineArgs {
   BufferRange y, weights, table, x;
   MoeTableLayout layout;
   uint32_t n = 0, y_stride = 0, x_stride = 0;
+  // With norm_w: also xn = rmsnorm(x) * norm_w (the next layer's attention
+  // norm) at x's offset and stride, and its f16 copy into xh when xh is set;
+  // a non-finite row lowers flags[0] to check. n and the strides multiples of 4.
+  BufferRange norm_w, xn, xh, flags;
+  float eps = 0.f;
+  uint32_t check = 0;
 };
 void record_moe_combine(Recorder& rec, const MoeCombineArgs& a);
 
