@@ -7,3 +7,4 @@ vkmoe_shader(to_f16 to_f16.comp)
 vkmoe_shader(to_f16_ids to_f16.comp INDEXED=1)
 # The sum of a split-K product's partial planes (gemm_coopmat.cpp).
 vkmoe_shader(gemm_split_sum gemm_split_sum.comp)
+vkmoe_shader(gemm_split_sum_norm gemm_split_sum.comp NORM=1)

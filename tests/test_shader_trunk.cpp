@@ -12,6 +12,7 @@
 #include "engine/vulkan/weight_types.h"
 #include "engine/forward/cpu_forward.h"
 #include "engine/vulkan/moe_table.h"
+#include "engine/vulkan/vk_gemm.h"
 
 #include "tests/gemm_test_util.h"
 #include "tests/vk_test_env.h"
@@ -99,6 +100,63 @@ TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
       }
     }
     EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], kNone) << "finite input flagged";
+  }
+}
+
+// A split-K sum that also writes the FFN norm: y += the partial planes in
+// order, then xn = rms_norm(y) * w at y's offset and stride, one workgroup per
+// token; a non-finite row lowers the flag to the check value.
+TEST(ShaderTrunk, SplitSumWritesTheNorm) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t nrows = 300, n_tokens = 5, splits = 3, plane = n_tokens * nrows, y_off = 8, y_stride = nrows + 4;
+  const auto parts = e.randn(size_t(splits) * plane), w = e.randn(nrows);
+  for (bool poison : {false, true}) {
+    auto y0 = e.randn(y_off + size_t(n_tokens) * y_stride);
+    if (poison) y0[y_off + 2 * y_stride + 5] = NAN;
+    Buffer bp = e.buf(parts), by = e.buf(y0), bw = e.buf(w), bxn = e.buf(std::vector<float>(y0.size(), 7.f));
+    Buffer flag = e.buf(std::vector<uint32_t>{kNone});
+    GemmSplitSum s;
+    s.partials = bp;
+    s.y = by;
+    s.nrows = nrows;
+    s.n_tokens = n_tokens;
+    s.splits = splits;
+    s.plane = plane;
+    s.y_offset = y_off;
+    s.y_stride = y_stride;
+    s.accumulate = true;
+    s.norm_w = bw;
+    s.xn = bxn;
+    s.flags = flag;
+    s.eps = 1e-6f;
+    s.check = 5;
+    Recorder rec(*e.ctx);
+    rec.begin();
+    record_gemm_split_sums(rec, {s});
+    rec.submit().wait();
+    EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], poison ? 5u : kNone);
+    if (poison) continue;
+    const auto y = e.read(by, y0.size()), xn = e.read(bxn, y0.size());
+    std::vector<float> want = y0, norm(nrows);
+    for (uint32_t t = 0; t < n_tokens; ++t) {
+      float* row = &want[y_off + t * y_stride];
+      for (uint32_t z = 0; z < splits; ++z)
+        for (uint32_t r = 0; r < nrows; ++r) row[r] += parts[z * plane + t * nrows + r];
+      rms_norm(row, w.data(), norm.data(), nrows, 1e-6f);
+      for (uint32_t r = 0; r < nrows; ++r) {
+        const size_t at = y_off + t * y_stride + r;
+        ASSERT_NEAR(y[at], want[at], 1e-5 * (1 + std::fabs(want[at]))) << "y, token " << t << " row " << r;
+        ASSERT_NEAR(xn[at], norm[r], 1e-5 * std::fabs(norm[r]) + 1e-6) << "xn, token " << t << " row " << r;
+      }
+    }
+    for (size_t i = 0; i < y0.size(); ++i) {
+      const bool in = i >= y_off && (i - y_off) % y_stride < nrows;
+      if (!in) {
+        ASSERT_EQ(y[i], y0[i]) << "element " << i << " outside the rows";
+        ASSERT_EQ(xn[i], 7.f) << "element " << i << " outside the rows";
+      }
+    }
   }
 }
 

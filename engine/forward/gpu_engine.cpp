@@ -314,10 +314,15 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
   bool normed = false;
   int next_cut = 1;
   for (int il = 0; il < c_.n_layer; ++il) {
-    n = prog_->attention(*r, il, pos0, n, normed, keep_rows(il, logits));
+    // A ubatch's output projection may write the FFN norm of a MoE layer too
+    // (VKMOE_PROMPT_FFN_NORM=0: apart).
+    static const bool fold_ffn_norm = !vk::env_off("VKMOE_PROMPT_FFN_NORM");
+    bool ffn_normed = false;
+    const bool moe = m_.layers()[il].spec.moe;
+    n = prog_->attention(*r, il, pos0, n, normed, keep_rows(il, logits), moe && fold_ffn_norm ? &ffn_normed : nullptr);
     normed = false;
     if (n == 0) return;  // nothing reads this ubatch's last hidden states
-    if (m_.layers()[il].spec.moe) {
+    if (moe) {
       const bool last = il + 1 == c_.n_layer;
       // A ubatch's combine writes the next layer's attention norm (not the
       // output norm: the head reads one row); VKMOE_PROMPT_COMBINE_NORM=0: apart.
@@ -325,7 +330,7 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
       const GpuTensor* next_norm = last ? (n > 1 ? nullptr : &w_.output_norm)
                                  : n > 1 && !prompt_fold ? nullptr
                                                          : &w_.layers[il + 1].attn_norm;
-      normed = prog_->moe_resident(*r, il, n, next_norm);
+      normed = prog_->moe_resident(*r, il, n, next_norm, ffn_normed);
     } else {
       prog_->dense_ffn(*r, il, n);
     }

@@ -69,7 +69,8 @@ void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_row
   }
 }
 
-uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep) const {
+uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep,
+                                 bool* ffn_normed) const {
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
@@ -155,13 +156,30 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   mark_(r, "attention");
   if (spec.mla) expand_mla(r, il, n);
   const uint32_t O = c_.attn_out_dim();
-  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O).halfs(at.o_f16), x, n, /*acc=*/true, SplitK::kHalfA);
+  // A split product's sum may also write the FFN norm (no output bias between them).
+  std::vector<vk::GemmSplitSum> sums;
+  const bool fold = ffn_normed && n > 1 && !spec.o_bias && g.ffn_norm;
+  ops_.linear(r, g.wo, Rows(spec.mla ? a_.ao : a_.att, O).halfs(at.o_f16), x, n, /*acc=*/true, SplitK::kHalfA,
+              fold ? &sums : nullptr);
   r.barrier();
+  if (!sums.empty()) {
+    vk::GemmSplitSum& s = sums.front();
+    if (sums.size() == 1 && s.norm_foldable()) {
+      s.norm_w = g.ffn_norm.buf;
+      s.xn = a_.xn;
+      s.flags = a_.non_finite;
+      s.eps = c_.norm_eps;
+      s.check = non_finite_site::after_attention(il);
+      *ffn_normed = true;
+    }
+    vk::record_gemm_split_sums(r, sums);
+    r.barrier();
+  }
   if (spec.o_bias) {
     ops_.add_rows(r, Rows(g.bo.buf, 0), x, E, n);
     r.barrier();
   }
-  mark_(r, "out proj");
+  mark_(r, ffn_normed && *ffn_normed ? "out proj + ffn norm" : "out proj");
   return n;
 }
 
@@ -219,7 +237,8 @@ void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32
   }
 }
 
-bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const {
+bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm,
+                                bool ffn_normed) const {
   const GpuLayer& g = g_.layers[il];
   const uint32_t E = c_.n_embd, K = c_.n_expert_used, N = c_.n_expert;
   vk::MoeTopkArgs tk;
@@ -237,12 +256,13 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   // fused kernel does not apply, three steps (it does not apply without the
   // norm either).
   const bool router_bias = m_.layers()[il].spec.router_bias;
-  if (!router_bias && ops_.router_topk(r, g.router, Rows(a_.x, E), tk, &g.ffn_norm, c_.norm_eps,
-                                       non_finite_site::after_attention(il), Rows(a_.xn, E))) {
+  if (!router_bias && !ffn_normed &&
+      ops_.router_topk(r, g.router, Rows(a_.x, E), tk, &g.ffn_norm, c_.norm_eps,
+                       non_finite_site::after_attention(il), Rows(a_.xn, E))) {
     r.barrier();
     mark_(r, "ffn norm + router + top-k");
   } else {
-    ffn_norm(r, il, n);
+    if (!ffn_normed) ffn_norm(r, il, n);
     router(r, il, n);
     r.barrier();
     mark_(r, "router");

@@ -39,8 +39,11 @@ class LayerProgram {
   enum class Keep { All, Last, None };
   // Attention block; leaves x += attention for the rows `keep` names and
   // returns how many rows that is. normed: xn already holds attn_norm(x)
-  // (fused into the previous layer).
-  uint32_t attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep = Keep::All) const;
+  // (fused into the previous layer). With ffn_normed, a ubatch's output
+  // projection may also write xn = ffn_norm(x) (in its split-K sum) and then
+  // sets *ffn_normed.
+  uint32_t attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep = Keep::All,
+                     bool* ffn_normed = nullptr) const;
   // xn = ffn_norm(x), for the FFN blocks that read xn.
   void ffn_norm(vk::Recorder& r, int il, uint32_t n) const;
   // x += dense SwiGLU FFN of ffn_norm(x) (computed here).
@@ -55,8 +58,9 @@ class LayerProgram {
   // one token without a router bias folds the norm into the router). With
   // next_norm and no shared expert, the combine also writes xn = rmsnorm(x) *
   // next_norm (for a ubatch: the attention norm of layer il + 1, with the f16
-  // copy that layer's q/k/v take); returns whether it did.
-  bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm) const;
+  // copy that layer's q/k/v take); returns whether it did. ffn_normed: xn
+  // already holds ffn_norm(x) (see attention).
+  bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm, bool ffn_normed = false) const;
   // Decode: the k experts named by `ids` (expert or slot indices; < 0 skipped)
   // into eo rows; the caller combines. expert_ids: the expert of each item
   // when ids are slots (for the per-expert biases; null: ids are experts).

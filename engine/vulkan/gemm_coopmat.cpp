@@ -101,6 +101,11 @@ struct SplitSumPush {
   uint32_t nrows, n_tokens, splits, plane;
   uint32_t y_offset, y_stride, accumulate;
 };
+struct SplitSumNormPush {
+  SplitSumPush s;
+  float eps;
+  uint32_t check;
+};
 
 // Split-K: a product of fewer workgroups than kSplitTargetWgs (about two per SM
 // of an H100) and at least 2 * kSplitMinSteps steps runs as up to kMaxSplits
@@ -381,6 +386,16 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
 void record_gemm_split_sums(Recorder& rec, const std::vector<GemmSplitSum>& sums) {
   for (const GemmSplitSum& s : sums) {
     const SplitSumPush sp{s.nrows, s.n_tokens, s.splits, s.plane, s.y_offset, s.y_stride, s.accumulate ? 1u : 0u};
+    if (s.norm_w.buffer != VK_NULL_HANDLE) {
+      if (!s.norm_foldable()) throw Error("internal error: split-K sum with a norm needs rows of 4-value words");
+      check_range("norm weights", s.norm_w, uint64_t(s.nrows) * 4);
+      check_range("xn", s.xn, (uint64_t(s.y_offset) + uint64_t(s.n_tokens - 1) * s.y_stride + s.nrows) * 4);
+      check_range("flags", s.flags, 4);
+      const SplitSumNormPush np{sp, s.eps, s.check};
+      rec.dispatch(rec.context().pipeline("gemm_split_sum_norm", 5, sizeof(SplitSumNormPush)),
+                   {s.partials, s.y, s.norm_w, s.xn, s.flags}, np, s.n_tokens);
+      continue;
+    }
     rec.dispatch(rec.context().pipeline("gemm_split_sum", 2, sizeof(SplitSumPush)), {s.partials, s.y}, sp,
                  (s.nrows + 255) / 256, s.n_tokens);
   }

@@ -48,6 +48,13 @@ struct GemmSplitSum {
   BufferRange partials, y;
   uint32_t nrows = 0, n_tokens = 0, splits = 0, plane = 0, y_offset = 0, y_stride = 0;
   bool accumulate = false;
+  // With norm_w: also xn = rmsnorm(y row) * norm_w at y's offset and stride
+  // (one workgroup per token); a non-finite row lowers flags[0] to check.
+  // nrows, plane, y_offset and y_stride multiples of 4 (norm_foldable).
+  BufferRange norm_w, xn, flags;
+  float eps = 0.f;
+  uint32_t check = 0;
+  bool norm_foldable() const { return (nrows | plane | y_offset | y_stride) % 4 == 0; }
 };
 // Records the sums (their partials written before a barrier the caller recorded).
 void record_gemm_split_sums(Recorder& rec, const std::vector<GemmSplitSum>& sums);
