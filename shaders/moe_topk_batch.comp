@@ -1,5 +1,6 @@
 #version 450
 // Router top-k for a batch of tokens, one workgroup per token (shaders/moe_topk.glsl).
+// The logits may come as split-K partial planes, summed here.
 #if SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -12,6 +13,7 @@ layout(std430, binding = 3) readonly buffer B { float bias[]; };  // when has_bi
 layout(push_constant) uniform P {
   uint n_expert, k, logit_stride, normalize, gating, has_bias, n_group, topk_group;  // gating: Gating of moe_route.h
   float scale;
+  uint splits, split_plane;  // the logits: the sum of `splits` planes (split-K partials)
 } p;
 
 #define TK_WG_MAX 256
@@ -23,7 +25,13 @@ layout(push_constant) uniform P {
 #define TK_N_GROUP p.n_group
 #define TK_TOPK_GROUP p.topk_group
 #define TK_SCALE p.scale
-#define TK_LOGIT(i) logits[i]
+// In plane order from 0.0, as gemm_split_sum.comp adds them (the same floats).
+float logit_sum(uint i) {
+  float s = 0.0;
+  for (uint z = 0; z < p.splits; ++z) s += logits[z * p.split_plane + i];
+  return s;
+}
+#define TK_LOGIT(i) logit_sum(i)
 #define TK_BIAS(e) bias[e]
 #define TK_SET_ID(j, e) ids[gl_WorkGroupID.x * p.k + (j)] = int(e)
 #define TK_SET_WEIGHT(j, w) weights[gl_WorkGroupID.x * p.k + (j)] = (w)

@@ -46,10 +46,12 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 struct TopkPush {
   uint32_t n_expert, k, logit_stride, normalize, gating, has_bias, n_group, topk_group;
   float scale;
+  uint32_t splits, split_plane;
 };
-TopkPush topk_push(uint32_t n_expert, uint32_t k, uint32_t stride, const RouterParams& p, bool bias) {
-  return {n_expert, k, stride, p.normalize, uint32_t(p.gating), bias, uint32_t(p.n_group), uint32_t(p.topk_group),
-          p.scale};
+TopkPush topk_push(uint32_t n_expert, uint32_t k, uint32_t stride, const RouterParams& p, bool bias,
+                   uint32_t splits = 1, uint32_t split_plane = 0) {
+  return {n_expert, k,     stride, p.normalize, uint32_t(p.gating), bias, uint32_t(p.n_group), uint32_t(p.topk_group),
+          p.scale,  splits, split_plane};
 }
 
 // The top-k kernel as record_moe_topk (shader "") or the named shader at workgroup wg.
@@ -71,7 +73,7 @@ void run_topk(Env& e, const Variant& v, const MoeTopkArgs& a) {
     const bool bias = a.bias.buffer != VK_NULL_HANDLE;
     const Pipeline& p = e.ctx->pipeline(v.shader, 4, sizeof(TopkPush), {v.wg});
     rec.dispatch(p, {a.logits, a.ids, a.weights, bias ? a.bias : a.logits},
-                 topk_push(a.n_expert, a.k, a.logit_stride, a.router, bias), a.n_tokens);
+                 topk_push(a.n_expert, a.k, a.logit_stride, a.router, bias, a.splits, a.split_plane), a.n_tokens);
   }
   rec.submit().wait();
 }
@@ -121,6 +123,41 @@ TEST(ShaderMoe, TopkBatchMatchesRouteTopk) {
           }
         }
       }
+}
+
+// Logits given as split-K partial planes: the kernel sums them in plane order
+// (as gemm_split_sum does), so it routes exactly as route_topk on those sums.
+TEST(ShaderMoe, TopkSumsSplitPlanes) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t n_tokens = 50, n_expert = 128, k = 8, stride = n_expert, splits = 3, plane = n_tokens * stride + 8;
+  const auto parts = e.randn(size_t(splits) * plane, 2.f);
+  std::vector<float> l(size_t(n_tokens) * stride);
+  for (size_t i = 0; i < l.size(); ++i) {
+    float sum = 0.f;
+    for (uint32_t z = 0; z < splits; ++z) sum += parts[z * plane + i];
+    l[i] = sum;
+  }
+  const RouterParams rp{Gating::Softmax, true};
+  std::vector<int> want_ids(n_tokens * k);
+  std::vector<float> want_w(n_tokens * k);
+  for (uint32_t t = 0; t < n_tokens; ++t)
+    route_topk(&l[t * stride], nullptr, int(n_expert), int(k), rp, &want_ids[t * k], &want_w[t * k]);
+  for (const Variant& v : topk_variants(e)) {
+    SCOPED_TRACE(std::string("variant ") + (*v.shader ? v.shader : "record_moe_topk") + " wg " + std::to_string(v.wg));
+    Buffer bl = e.buf(parts), bi = e.buf(std::vector<int32_t>(n_tokens * k, -7)),
+           bw = e.buf(std::vector<float>(n_tokens * k, kNaN));
+    MoeTopkArgs a{bl, bi, bw, n_tokens, n_expert, k, stride, rp};
+    a.splits = splits;
+    a.split_plane = plane;
+    run_topk(e, v, a);
+    const auto ids = e.read<int32_t>(bi, n_tokens * k);
+    const auto w = e.read<float>(bw, n_tokens * k);
+    for (uint32_t q = 0; q < n_tokens * k; ++q) {
+      ASSERT_EQ(ids[q], want_ids[q]) << "token " << q / k << " rank " << q % k;
+      ASSERT_NEAR(w[q], want_w[q], 1e-7 + 2e-5 * want_w[q]) << "token " << q / k << " rank " << q % k;
+    }
+  }
 }
 
 // The smallest relative gap, in double, at a decision route_topk makes on one

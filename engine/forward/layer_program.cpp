@@ -227,11 +227,14 @@ void LayerProgram::router(vk::Recorder& r, int il, uint32_t n, uint32_t row0) co
   router_of(r, il, Rows(a_.xn, c_.n_embd), n, row0);
 }
 
-void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const {
+void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0,
+                             std::vector<vk::GemmSplitSum>* sums_later) const {
   const uint32_t N = c_.n_expert;
   const Rows logits(a_.rlog, N, row0 * N);
-  ops_.linear(r, g_.layers[il].router, x, logits, n, false, SplitK::kHalfA);  // few outputs, long rows
-  if (m_.layers()[il].spec.router_bias) {
+  const bool bias = m_.layers()[il].spec.router_bias;
+  ops_.linear(r, g_.layers[il].router, x, logits, n, false, SplitK::kHalfA,  // few outputs, long rows
+              bias ? nullptr : sums_later);
+  if (bias) {
     r.barrier();
     ops_.add_rows(r, Rows(g_.layers[il].router_b.buf, 0), logits, N, n);
   }
@@ -263,8 +266,20 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
     mark_(r, "ffn norm + router + top-k");
   } else {
     if (!ffn_normed) ffn_norm(r, il, n);
-    router(r, il, n);
+    // The top-k sums the router's split-K partials itself where it can
+    // (VKMOE_TOPK_SUMS_ROUTER=0: the sum's own dispatch).
+    static const bool topk_sums = !vk::env_off("VKMOE_TOPK_SUMS_ROUTER");
+    std::vector<vk::GemmSplitSum> sums;
+    router_of(r, il, Rows(a_.xn, E), n, 0, topk_sums ? &sums : nullptr);
     r.barrier();
+    if (sums.size() == 1 && sums[0].y_offset == 0 && sums[0].y_stride == N && !sums[0].accumulate) {
+      tk.logits = sums[0].partials;
+      tk.splits = sums[0].splits;
+      tk.split_plane = sums[0].plane;
+    } else if (!sums.empty()) {
+      vk::record_gemm_split_sums(r, sums);
+      r.barrier();
+    }
     mark_(r, "router");
     vk::record_moe_topk(r, tk);
     r.barrier();

@@ -53,7 +53,9 @@ class LayerProgram {
   // rlog[t] = router . xn[t] (rows of n_expert, starting at row `row0`).
   void router(vk::Recorder& r, int il, uint32_t n, uint32_t row0 = 0) const;
   // Layer il's router logits of the rows x (e.g. a prediction from another layer's state).
-  void router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0) const;
+  // sums_later: a split product leaves its sum there (no router bias).
+  void router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32_t row0,
+                 std::vector<vk::GemmSplitSum>* sums_later = nullptr) const;
   // Resident MoE (ffn norm, router, top-k, experts, combine, shared expert;
   // one token without a router bias folds the norm into the router). With
   // next_norm and no shared expert, the combine also writes xn = rmsnorm(x) *

@@ -11,6 +11,7 @@ namespace {
 struct TopkPush {
   uint32_t n_expert, k, logit_stride, normalize, gating, has_bias, n_group, topk_group;
   float scale;
+  uint32_t splits, split_plane;
 };
 struct GroupPush {
   MoeTableLayout layout;
@@ -70,7 +71,9 @@ void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
   if (a.n_tokens > dev.max_workgroup_count[0]) throw Error("internal error: moe_topk with too many tokens");
-  check_range("moe_topk", "logits", a.logits, (uint64_t(a.n_tokens - 1) * a.logit_stride + a.n_expert) * 4);
+  if (a.splits == 0) throw Error("internal error: moe_topk with no logit planes");
+  check_range("moe_topk", "logits", a.logits,
+              (uint64_t(a.splits - 1) * a.split_plane + uint64_t(a.n_tokens - 1) * a.logit_stride + a.n_expert) * 4);
   check_range("moe_topk", "ids", a.ids, uint64_t(a.n_tokens) * a.k * 4);
   check_range("moe_topk", "weights", a.weights, uint64_t(a.n_tokens) * a.k * 4);
 
@@ -82,7 +85,7 @@ void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
   if (subgroup) wg = std::max(wg, sg);
   if (wg > dev.max_workgroup_invocations) throw Error("internal error: moe_topk workgroup too large for the device");
   const TopkPush push{a.n_expert, a.k, a.logit_stride, rp.normalize ? 1u : 0u, uint32_t(rp.gating), has_bias ? 1u : 0u,
-                      uint32_t(rp.n_group), uint32_t(rp.topk_group), rp.scale};
+                      uint32_t(rp.n_group), uint32_t(rp.topk_group), rp.scale, a.splits, a.split_plane};
   const Pipeline& p = ctx.pipeline(subgroup ? "moe_topk_batch_sg" : "moe_topk_batch", 4, sizeof(TopkPush), {wg});
   // Without bias its binding is unused: bind the logits in its place.
   rec.dispatch(p, {a.logits, a.ids, a.weights, has_bias ? a.bias : a.logits}, push, a.n_tokens);

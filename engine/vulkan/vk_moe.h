@@ -22,6 +22,9 @@ struct MoeTopkArgs {
   uint32_t n_tokens = 0, n_expert = 0, k = 0, logit_stride = 0;
   RouterParams router;  // n_group <= 64
   BufferRange bias;
+  // The logits as the sum, in plane order, of `splits` planes split_plane
+  // floats apart (a split-K product's partials, vk::GemmSplitSum).
+  uint32_t splits = 1, split_plane = 0;
 };
 void record_moe_topk(Recorder& rec, const MoeTopkArgs& a);
 // Throws Error unless the top-k kernels take these parameters
