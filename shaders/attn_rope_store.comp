@@ -33,7 +33,7 @@ void main() {
   const uint src = is_q ? t * p.q_stride + h * D : t * p.kv_stride + kvh * D;
   float ss = 0.0;
   for (uint i = tid; i < D; i += WG) {
-    const float x = is_q ? q[src + i] : k[src + i];
+    const float x = is_q ? q[src + i] : k_at(src + i);
     h_sh[i] = x;
     ss += x * x;
   }
@@ -74,7 +74,7 @@ void main() {
 #if KV_F16
   for (uint i = tid; i < D / 2; i += WG) {
     k_cache[dst / 2 + i] = packHalf2x16(vec2(h_sh[2 * i], h_sh[2 * i + 1]));
-    if (p.store_v != 0) v_cache[dst / 2 + i] = packHalf2x16(vec2(v[src + 2 * i], v[src + 2 * i + 1]));
+    if (p.store_v != 0) v_cache[dst / 2 + i] = packHalf2x16(vec2(v_at(src + 2 * i), v_at(src + 2 * i + 1)));
   }
 #elif KV_Q8
   // Values 4i .. 4i + 3 (block i / 8) for i = tid, tid + WG, ... < D / 4.
@@ -82,7 +82,7 @@ void main() {
   const bool sv = p.store_v != 0;
   for (uint i = tid; i < nq; i += WG) {
     const vec4 ak = abs(vec4(h_sh[4 * i], h_sh[4 * i + 1], h_sh[4 * i + 2], h_sh[4 * i + 3]));
-    const vec4 av = sv ? abs(vec4(v[src + 4 * i], v[src + 4 * i + 1], v[src + 4 * i + 2], v[src + 4 * i + 3])) : vec4(0);
+    const vec4 av = sv ? abs(vec4(v_at(src + 4 * i), v_at(src + 4 * i + 1), v_at(src + 4 * i + 2), v_at(src + 4 * i + 3))) : vec4(0);
     amax_sh[i] = vec2(max(max(ak.x, ak.y), max(ak.z, ak.w)), max(max(av.x, av.y), max(av.z, av.w)));
   }
   barrier();
@@ -93,7 +93,7 @@ void main() {
     const vec4 xk = vec4(h_sh[4 * i], h_sh[4 * i + 1], h_sh[4 * i + 2], h_sh[4 * i + 3]);
     k_cache[row + kvh * nq + i] = pack_q8(xk, d.x != 0.0 ? 1.0 / d.x : 0.0);
     if (sv) {
-      const vec4 xv = vec4(v[src + 4 * i], v[src + 4 * i + 1], v[src + 4 * i + 2], v[src + 4 * i + 3]);
+      const vec4 xv = vec4(v_at(src + 4 * i), v_at(src + 4 * i + 1), v_at(src + 4 * i + 2), v_at(src + 4 * i + 3));
       v_cache[row + kvh * nq + i] = pack_q8(xv, d.y != 0.0 ? 1.0 / d.y : 0.0);
     }
     if (i % 8 == 0) d_sh[i / 8] = d;
@@ -107,7 +107,7 @@ void main() {
 #else
   for (uint i = tid; i < D; i += WG) {
     k_cache[dst + i] = h_sh[i];
-    if (p.store_v != 0) v_cache[dst + i] = v[src + i];
+    if (p.store_v != 0) v_cache[dst + i] = v_at(src + i);
   }
 #endif
 }

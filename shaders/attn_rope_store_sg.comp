@@ -28,7 +28,7 @@ uvec4 quad_elements(uint v, uint half_r) {
 
 vec4 load4(bool is_q, uint src, uvec4 e) {
   return is_q ? vec4(q[src + e.x], q[src + e.y], q[src + e.z], q[src + e.w])
-              : vec4(k[src + e.x], k[src + e.y], k[src + e.z], k[src + e.w]);
+              : vec4(k_at(src + e.x), k_at(src + e.y), k_at(src + e.z), k_at(src + e.w));
 }
 
 vec2 rotate(vec2 x, vec2 cs) { return vec2(x.x * cs.x - x.y * cs.y, x.x * cs.y + x.y * cs.x); }
@@ -74,7 +74,7 @@ void main() {
         q[src + e.w] = x.w;
         continue;
       }
-      const vec4 y = vec4(v[src + e.x], v[src + e.y], v[src + e.z], v[src + e.w]);
+      const vec4 y = vec4(v_at(src + e.x), v_at(src + e.y), v_at(src + e.z), v_at(src + e.w));
 #if KV_F16
       k_cache[(dst + e.x) / 2] = packHalf2x16(x.xy);
       k_cache[(dst + e.z) / 2] = packHalf2x16(x.zw);

@@ -20,4 +20,18 @@ layout(push_constant) uniform P {
   uint n_rot;                 // rotated dims (even, <= head_dim)
   uint store_v;
   float freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;  // cpu/rope.h RopeParams / RopeConsts
+  uint kv_splits, kv_plane;  // k and v as sums of split-K partial planes (1: the rows themselves)
 } p;
+
+// k[i] and v[i]: their partial planes added in plane order from 0.0, as
+// gemm_split_sum.comp adds them (the same floats).
+float k_at(uint i) {
+  float s = 0.0;
+  for (uint z = 0; z < p.kv_splits; ++z) s += k[z * p.kv_plane + i];
+  return s;
+}
+float v_at(uint i) {
+  float s = 0.0;
+  for (uint z = 0; z < p.kv_splits; ++z) s += v[z * p.kv_plane + i];
+  return s;
+}

@@ -708,6 +708,72 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
         }
 }
 
+// k and v given as split-K partial planes: both kernels add them in plane
+// order, as gemm_split_sum does, so the caches and q equal those written from
+// the summed rows bit for bit.
+TEST(ShaderAttention, RopeStoreSumsSplitPlanes) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t D = 128, NH = 8, NKV = 2, KV = NKV * D, n_tokens = 5, pos0 = 9, splits = 3;
+  const uint32_t q_stride = NH * D, plane = n_tokens * KV + 16, n_ctx = pos0 + n_tokens;
+  const auto q = e.randn(n_tokens * q_stride, 2.f), kp = e.randn(splits * plane, 2.f), vp = e.randn(splits * plane, 2.f);
+  const auto qw = e.randn(D), kw = e.randn(D);
+  std::vector<float> k(n_tokens * KV), v(n_tokens * KV);
+  for (size_t i = 0; i < k.size(); ++i) {
+    float sk = 0.f, sv = 0.f;
+    for (uint32_t z = 0; z < splits; ++z) {
+      sk += kp[z * plane + i];
+      sv += vp[z * plane + i];
+    }
+    k[i] = sk;
+    v[i] = sv;
+  }
+  for (bool sg : {true, false})
+    for (KvType kt : {KvType::F16, KvType::F32, KvType::Q8_0}) {
+      SCOPED_TRACE(std::string("kv ") + kv_type_name(kt) + (sg ? " subgroup kernel" : ""));
+      setenv("VKMOE_ROPE_STORE_SG", sg ? "1" : "0", 1);
+      const std::vector<float> sentinel(size_t(n_ctx) * KV, 1234.f);
+      const size_t cache_bytes = kv_cache_bytes(kt, n_ctx, D, NKV);
+      std::vector<std::vector<uint8_t>> out;  // q, k cache, v cache of the rows, then of the planes
+      for (bool planes : {false, true}) {
+        Buffer bq = e.buf(q), bk = e.buf(planes ? kp : k), bv = e.buf(planes ? vp : v), bqw = e.buf(qw),
+               bkw = e.buf(kw);
+        Buffer bkc = e.cache(sentinel, kt, D, NKV), bvc = e.cache(sentinel, kt, D, NKV);
+        RopeStoreArgs a;
+        a.q = bq;
+        a.k = bk;
+        a.v = bv;
+        a.q_norm = bqw;
+        a.k_norm = bkw;
+        a.k_cache = bkc;
+        a.v_cache = bvc;
+        a.q_stride = q_stride;
+        a.kv_stride = KV;
+        a.n_tokens = n_tokens;
+        a.pos0 = pos0;
+        a.head_dim = D;
+        a.n_head = NH;
+        a.n_head_kv = NKV;
+        a.rope.n_rot = int(D);
+        a.rope.theta = 1e6f;
+        a.norm = true;
+        a.kv_type = kt;
+        if (planes) {
+          a.kv_splits = splits;
+          a.kv_plane = plane;
+        }
+        e.record([&](Recorder& r) { record_rope_store(r, a); });
+        out.push_back(e.read<uint8_t>(bq, q.size() * 4));
+        out.push_back(e.read<uint8_t>(bkc, cache_bytes));
+        out.push_back(e.read<uint8_t>(bvc, cache_bytes));
+      }
+      unsetenv("VKMOE_ROPE_STORE_SG");
+      EXPECT_TRUE(out[0] == out[3]) << "q differs";
+      EXPECT_TRUE(out[1] == out[4]) << "k cache differs";
+      EXPECT_TRUE(out[2] == out[5]) << "v cache differs";
+    }
+}
+
 // One token's attention with the norm, rotation and cache store folded into
 // the kernel (AttentionArgs::rope) against record_rope_store, a barrier and
 // record_attention on the same inputs: the same outputs (the q rows' sums of

@@ -34,7 +34,8 @@ bool LayerProgram::qkv_take_f16_rows(int il, uint32_t n) const {
          ops_.takes_f16_rows(g.wk.type, n) && ops_.takes_f16_rows(g.wv.type, n);
 }
 
-void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows) const {
+std::vector<vk::GemmSplitSum> LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows,
+                                                        bool leave_kv_sums) const {
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim();
@@ -51,6 +52,18 @@ void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_row
   ops_.linear(r, g.wv, xn, v, n, false, SplitK::kHalfB, later);
   if (!together) ops_.linear(r, g.wq, xn, q, n);
   r.barrier();
+  // k's and v's sums may be left to the rope/store kernel, which adds the
+  // planes itself: both alike, rows KV long, nothing between them.
+  auto leavable = [&](const vk::GemmSplitSum& s) {
+    return s.y_offset == 0 && s.y_stride == KV && s.nrows == KV && !s.accumulate && s.splits == sums[0].splits &&
+           s.plane == sums[0].plane;
+  };
+  if (leave_kv_sums && !spec.qkv_bias && spec.qk_norm != QkNorm::Whole && sums.size() == 2 &&
+      sums[0].y.buffer == a_.k.handle() && sums[1].y.buffer == a_.v.handle() && leavable(sums[0]) &&
+      leavable(sums[1])) {
+    mark_(r, "q/k/v");
+    return sums;
+  }
   if (!sums.empty()) {
     vk::record_gemm_split_sums(r, sums);
     r.barrier();
@@ -67,6 +80,7 @@ void LayerProgram::project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_row
     ops_.rms_norm(r, k, &g.k_norm, k, KV, n, c_.norm_eps);
     r.barrier();
   }
+  return {};
 }
 
 uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep,
@@ -86,10 +100,13 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   }
   // q and the cache rows k (and v); latent attention stores no values: its
   // attention reads the values from the key cache.
+  // VKMOE_ROPE_SUMS_KV=0: k's and v's split-K sums get their own dispatches.
+  static const bool rope_sums_kv = !vk::env_off("VKMOE_ROPE_SUMS_KV");
+  std::vector<vk::GemmSplitSum> kv_sums;
   if (spec.mla)
     project_mla(r, il, n);
   else
-    project_gqa(r, il, n, f16_rows);
+    kv_sums = project_gqa(r, il, n, f16_rows, rope_sums_kv);
   const bool per_head = spec.qk_norm == QkNorm::PerHead;
   const vk::Buffer& v_cache = spec.mla ? g.k_cache : g.v_cache;
   vk::RopeStoreArgs rs;
@@ -113,6 +130,12 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   rs.norm = per_head;
   rs.eps = c_.norm_eps;
   rs.kv_type = kv_;
+  if (!kv_sums.empty()) {  // the partial planes of k and v (project_gqa)
+    rs.k = kv_sums[0].partials;
+    rs.v = kv_sums[1].partials;
+    rs.kv_splits = kv_sums[0].splits;
+    rs.kv_plane = kv_sums[0].plane;
+  }
   vk::AttentionArgs at;
   at.q = a_.q;
   at.k_cache = g.k_cache;

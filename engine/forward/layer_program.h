@@ -84,8 +84,11 @@ class LayerProgram {
  private:
   // Attention inputs of n tokens from xn: q rows (q_dim) and cache rows k
   // (kv_dim) and v (grouped-query only).
-  // f16_rows: from the f16 copy of xn (xh).
-  void project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows) const;
+  // f16_rows: from the f16 copy of xn (xh). With leave_kv_sums, k's and v's
+  // split-K sums may be left unrecorded and returned (k's, then v's) for the
+  // rope/store kernel, which adds the planes itself.
+  std::vector<vk::GemmSplitSum> project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows,
+                                            bool leave_kv_sums) const;
   // Whether layer il's q, k and v products of n tokens all take f16 rows.
   bool qkv_take_f16_rows(int il, uint32_t n) const;
   // Latent attention (layer_mla.cpp): q heads [rope part | attn_k_b . no-rope

@@ -27,6 +27,7 @@ struct RopeStorePush {
   uint32_t n_rot, store_v;
   float freq_scale, ext_factor;
   RopeConsts rc;  // theta_scale, mscale, corr0, corr1
+  uint32_t kv_splits, kv_plane;
 };
 struct FlashPush {
   uint32_t q_stride4, o_stride4, n_rows, group, pos0, n_head, kv_row_lu, kv_len, n_split, ml_off;
@@ -190,9 +191,11 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
   check_heads("rope/store", a.n_tokens, a.head_dim, a.n_head, a.n_head_kv, dim_multiple(a.kv_type, 1));
   const uint64_t D = a.head_dim, kv_dim = D * a.n_head_kv;
   check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + D * a.n_head) * 4);
-  check_range("k", a.k, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
+  if (a.kv_splits == 0) throw Error("internal error: rope/store with no k/v planes");
+  const uint64_t kv_end = (uint64_t(a.kv_splits - 1) * a.kv_plane + (a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4;
+  check_range("k", a.k, kv_end);
   const bool store_v = a.v.buffer != VK_NULL_HANDLE;
-  if (store_v) check_range("v", a.v, ((a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4);
+  if (store_v) check_range("v", a.v, kv_end);
   const uint64_t cache_end = kv_cache_bytes(a.kv_type, a.pos0 + a.n_tokens, a.head_dim, a.n_head_kv);
   check_range("k cache", a.k_cache, cache_end);
   if (store_v) check_range("v cache", a.v_cache, cache_end);
@@ -211,7 +214,7 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
                            rp.neox ? 1u : 0u, a.norm ? 1u : 0u, a.eps,
                            q8_row_uints(a.head_dim, a.n_head_kv), q8_scale_off(a.head_dim, a.n_head_kv),
                            uint32_t(rp.n_rot), store_v ? 1u : 0u, rp.freq_scale, rp.ext_factor,
-                           rope_consts(rp)};
+                           rope_consts(rp), a.kv_splits, a.kv_plane};
   const bool sg = rope_store_uses_subgroups(ctx, a);
   constexpr uint32_t kSgHeadsPerWorkgroup = 4;  // HPW of attn_rope_store_sg.comp
   const uint32_t heads = a.n_head + a.n_head_kv;

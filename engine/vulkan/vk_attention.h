@@ -33,6 +33,9 @@ struct RopeStoreArgs {
   bool norm = false;
   float eps = 1e-6f;
   KvType kv_type = KvType::F16;
+  // k and v as the sums, in plane order, of kv_splits planes kv_plane floats
+  // apart (split-K partials, vk::GemmSplitSum; kv_stride the rows' length).
+  uint32_t kv_splits = 1, kv_plane = 0;
 };
 void record_rope_store(Recorder& rec, const RopeStoreArgs& a);
 // Whether record_rope_store takes one subgroup per head (attn_rope_store_sg.comp):
