@@ -82,7 +82,8 @@ void main() {
   const bool sv = p.store_v != 0;
   for (uint i = tid; i < nq; i += WG) {
     const vec4 ak = abs(vec4(h_sh[4 * i], h_sh[4 * i + 1], h_sh[4 * i + 2], h_sh[4 * i + 3]));
-    const vec4 av = sv ? abs(vec4(v_at(src + 4 * i), v_at(src + 4 * i + 1), v_at(src + 4 * i + 2), v_at(src + 4 * i + 3))) : vec4(0);
+    const vec4 av =
+        sv ? abs(vec4(v_at(src + 4 * i), v_at(src + 4 * i + 1), v_at(src + 4 * i + 2), v_at(src + 4 * i + 3))) : vec4(0);
     amax_sh[i] = vec2(max(max(ak.x, ak.y), max(ak.z, ak.w)), max(max(av.x, av.y), max(av.z, av.w)));
   }
   barrier();

@@ -716,7 +716,8 @@ TEST(ShaderAttention, RopeStoreSumsSplitPlanes) {
   SCOPED_TRACE("seed " + std::to_string(e.seed));
   const uint32_t D = 128, NH = 8, NKV = 2, KV = NKV * D, n_tokens = 5, pos0 = 9, splits = 3;
   const uint32_t q_stride = NH * D, plane = n_tokens * KV + 16, n_ctx = pos0 + n_tokens;
-  const auto q = e.randn(n_tokens * q_stride, 2.f), kp = e.randn(splits * plane, 2.f), vp = e.randn(splits * plane, 2.f);
+  const auto q = e.randn(n_tokens * q_stride, 2.f), kp = e.randn(splits * plane, 2.f),
+             vp = e.randn(splits * plane, 2.f);
   const auto qw = e.randn(D), kw = e.randn(D);
   std::vector<float> k(n_tokens * KV), v(n_tokens * KV);
   for (size_t i = 0; i < k.size(); ++i) {

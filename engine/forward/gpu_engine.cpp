@@ -319,7 +319,8 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
     static const bool fold_ffn_norm = !vk::env_off("VKMOE_PROMPT_FFN_NORM");
     bool ffn_normed = false;
     const bool moe = m_.layers()[il].spec.moe;
-    n = prog_->attention(*r, il, pos0, n, normed, keep_rows(il, logits), moe && fold_ffn_norm ? &ffn_normed : nullptr);
+    n = prog_->attention(*r, il, pos0, n, normed, keep_rows(il, logits),
+                         moe && fold_ffn_norm ? &ffn_normed : nullptr);
     normed = false;
     if (n == 0) return;  // nothing reads this ubatch's last hidden states
     if (moe) {

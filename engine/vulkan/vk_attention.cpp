@@ -192,7 +192,8 @@ void record_rope_store(Recorder& rec, const RopeStoreArgs& a) {
   const uint64_t D = a.head_dim, kv_dim = D * a.n_head_kv;
   check_range("q", a.q, ((a.n_tokens - 1) * uint64_t(a.q_stride) + D * a.n_head) * 4);
   if (a.kv_splits == 0) throw Error("internal error: rope/store with no k/v planes");
-  const uint64_t kv_end = (uint64_t(a.kv_splits - 1) * a.kv_plane + (a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4;
+  const uint64_t kv_end =
+      (uint64_t(a.kv_splits - 1) * a.kv_plane + (a.n_tokens - 1) * uint64_t(a.kv_stride) + kv_dim) * 4;
   check_range("k", a.k, kv_end);
   const bool store_v = a.v.buffer != VK_NULL_HANDLE;
   if (store_v) check_range("v", a.v, kv_end);
