@@ -296,3 +296,55 @@ TEST(VkRuntime, PipelineCacheAndTimestamps) {
   EXPECT_GT(ns[1] - ns[0], 0.0);
   EXPECT_LT(ns[1] - ns[0], 60e9);
 }
+
+// A dry recording names the pipelines it uses without recording commands;
+// compile_collected compiles them on several threads; a real recording then
+// uses the same pipelines and computes as without the dry run.
+TEST(VkRuntime, DryRecordingCollectsPipelinesCompiledInParallel) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937 rng(seed);
+  auto ctx = Context::create();
+  const uint32_t ncols = 64, nrows = 4;
+  const auto w = random_floats(rng, ncols * nrows), x = random_floats(rng, ncols);
+  Buffer wb = ctx->create_buffer(w.size() * 4, MemoryKind::Device, "w");
+  Buffer xb = ctx->create_buffer(x.size() * 4, MemoryKind::Device, "x");
+  Buffer yb = ctx->create_buffer(nrows * 4, MemoryKind::Device, "y");
+  ctx->write_buffer(wb, 0, w.data(), w.size() * 4);
+  ctx->write_buffer(xb, 0, x.data(), x.size() * 4);
+  const std::vector<float> sentinel(nrows, 42.f);
+  ctx->write_buffer(yb, 0, sentinel.data(), nrows * 4);
+
+  ctx->collect_pipelines();
+  const Pipeline& a = ctx->pipeline("bandwidth", 2, 8, {64, 4});
+  const Pipeline& b = ctx->pipeline("bandwidth", 2, 8, {32, 4});
+  EXPECT_EQ(a.pipeline, VkPipeline(VK_NULL_HANDLE)) << "compiled while collecting";
+  Recorder dry(*ctx);
+  dry.begin_dry();
+  dry.fill(yb, 0, yb.size(), 0);
+  dry.barrier();
+  f32_matvec(dry, wb, xb, yb, ncols, nrows, 0, false);
+  EXPECT_EQ(dry.dispatch_count(), 1u);
+  EXPECT_THROW(dry.submit(), Error);
+  dry.discard();
+  ctx->compile_collected(4);
+  EXPECT_NE(a.pipeline, VkPipeline(VK_NULL_HANDLE));
+  EXPECT_NE(b.pipeline, VkPipeline(VK_NULL_HANDLE));
+  std::vector<float> y(nrows);
+  ctx->read_buffer(yb, 0, y.data(), nrows * 4);
+  EXPECT_EQ(y, sentinel) << "the dry recording wrote";
+
+  // A pipeline collected but never compiled is compiled when requested next.
+  ctx->collect_pipelines();
+  const Pipeline& c = ctx->pipeline("bandwidth", 2, 8, {128, 4});
+  ctx->compile_collected(0);  // 0 threads: the calling thread alone
+  EXPECT_NE(c.pipeline, VkPipeline(VK_NULL_HANDLE));
+
+  Recorder rec(*ctx);
+  rec.begin();
+  f32_matvec(rec, wb, xb, yb, ncols, nrows, 0, false);
+  rec.submit().wait();
+  ctx->read_buffer(yb, 0, y.data(), nrows * 4);
+  const auto ref = cpu_matvec(w, x, nrows);
+  for (uint32_t r = 0; r < nrows; ++r) EXPECT_NEAR(y[r], ref[r], 1e-4 * (1 + std::fabs(ref[r]))) << r;
+}

@@ -184,6 +184,28 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
       for (vk::Buffer& b : parity) b = ctx_->create_buffer(groups * 4, MemoryKind::Upload, "expert of each group");
   }
   if (!vram_shortfall_.empty()) warn_vram_fallback(planned_staging);
+  if (!offload_ && n_ubatch_ > 1 && !vk::env_off("VKMOE_PIPELINES_AHEAD")) create_pipelines_ahead();
+}
+
+// The pipelines of a whole prompt ubatch and of a decoded token, named by dry
+// recordings and compiled by the driver on the pool's threads: compiled one by
+// one at the first prompt they took ~2 s on a cold driver cache, the GPU idle
+// meanwhile (PERF.md run 35). VKMOE_PIPELINES_AHEAD=0: at first use.
+void GpuEngine::create_pipelines_ahead() {
+  vk::Recorder dry(*ctx_);
+  ctx_->collect_pipelines();
+  try {
+    vk::Recorder* r = &dry;
+    for (uint32_t n : {std::min<uint32_t>(n_ubatch_, uint32_t(n_ctx_)), 1u}) {
+      dry.begin_dry();
+      record_resident(r, 0, n, /*submit_early=*/false);
+      dry.discard();
+    }
+  } catch (...) {
+    ctx_->compile_collected(1);
+    throw;
+  }
+  ctx_->compile_collected(unsigned(pool_ ? pool_->size() : 1));
 }
 
 GpuEngine::~GpuEngine() {

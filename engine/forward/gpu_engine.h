@@ -57,6 +57,7 @@ class GpuEngine final : public Engine {
   // logits: whether this ubatch's last token gives the logits (the prompt's last ubatch).
   void prefill_resident(const int32_t* tokens, uint32_t n, bool logits);
   void record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early, bool logits = true);
+  void create_pipelines_ahead();
   void decode_offload(int32_t token);
   void prefill_offload(const int32_t* tokens, uint32_t n, bool logits);
   // The rows layer il of a prompt ubatch computes past its attention: all but

@@ -124,7 +124,7 @@ Recorder::~Recorder() {
   } catch (...) {
     ctx_.idle_for_teardown();
   }
-  if (recording_) vkEndCommandBuffer(cb_);
+  if (recording_ && !dry_) vkEndCommandBuffer(cb_);
   for (VkDescriptorPool p : desc_pools_) vkDestroyDescriptorPool(ctx_.device(), p, nullptr);
   vkDestroyCommandPool(ctx_.device(), pool_, nullptr);
 }
@@ -138,13 +138,25 @@ void Recorder::begin() {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check(vkBeginCommandBuffer(cb_, &bi), "vkBeginCommandBuffer");
   recording_ = true;
+  dry_ = false;
   has_commands_ = false;
+  bound_ = nullptr;
+  dispatches_ = 0;
+}
+
+void Recorder::begin_dry() {
+  if (recording_) throw Error("internal error: Recorder::begin_dry while already recording");
+  recording_ = dry_ = true;
   bound_ = nullptr;
   dispatches_ = 0;
 }
 
 void Recorder::discard() {
   if (!recording_) return;
+  if (dry_) {
+    recording_ = dry_ = false;
+    return;
+  }
   check(vkEndCommandBuffer(cb_), "vkEndCommandBuffer");
   recording_ = false;
   has_commands_ = false;
@@ -211,6 +223,10 @@ void Recorder::dispatch(const Pipeline& p, std::span<const BufferRange> bindings
     writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     writes[i].pBufferInfo = &infos[i];
   }
+  if (dry_) {
+    ++dispatches_;
+    return;
+  }
   if (bound_ != &p) {
     vkCmdBindPipeline(cb_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
     bound_ = &p;
@@ -248,6 +264,7 @@ void Recorder::barrier() {
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | (compute ? VK_ACCESS_SHADER_WRITE_BIT : 0);
   mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
                      (compute ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT : 0);
+  if (dry_) return;
   vkCmdPipelineBarrier(cb_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
@@ -257,6 +274,7 @@ void Recorder::copy(const Buffer& src, uint64_t src_offset, const Buffer& dst, u
   if (src_offset + bytes > src.size() || dst_offset + bytes > dst.size())
     throw Error("internal error: copy of " + std::to_string(bytes) + " bytes out of bounds (" + src.name() + " -> " +
                 dst.name() + ")");
+  if (dry_) return;
   VkBufferCopy region{src_offset, dst_offset, bytes};
   vkCmdCopyBuffer(cb_, src.handle(), dst.handle(), 1, &region);
   has_commands_ = true;
@@ -267,22 +285,26 @@ void Recorder::fill(const Buffer& dst, uint64_t offset, uint64_t bytes, uint32_t
   if (bytes == 0) return;
   if (offset % 4 || bytes % 4 || offset + bytes > ((dst.size() + 15) & ~uint64_t(15)))
     throw Error("internal error: fill of " + dst.name() + " misaligned or out of bounds");
+  if (dry_) return;
   vkCmdFillBuffer(cb_, dst.handle(), offset, bytes, value);
   has_commands_ = true;
 }
 
 void Recorder::reset_timestamps(TimestampPool& pool, uint32_t first, uint32_t count) {
   require_recording("reset_timestamps");
+  if (dry_) return;
   vkCmdResetQueryPool(cb_, pool.handle(), first, count);
 }
 
 void Recorder::timestamp(TimestampPool& pool, uint32_t index) {
   require_recording("timestamp");
+  if (dry_) return;
   vkCmdWriteTimestamp(cb_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool.handle(), index);
   has_commands_ = true;
 }
 
 SyncPoint Recorder::submit(std::span<const SyncPoint> waits) {
+  if (dry_) throw Error("internal error: Recorder::submit of a dry recording");
   if (recording_) {
     // Make device writes visible to host reads after the host waits.
     VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};

@@ -291,6 +291,13 @@ class Context {
   // conflicting n_bindings/push_bytes for the same key.
   const Pipeline& pipeline(const std::string& shader, uint32_t n_bindings, uint32_t push_bytes,
                            const std::vector<uint32_t>& spec = {});
+  // From collect_pipelines() to compile_collected(threads), pipeline() makes
+  // new pipelines' layouts only (their handles stay null: for a dry recording,
+  // Recorder::begin_dry, that binds none); compile_collected has the driver
+  // compile them on up to `threads` threads. A pipeline whose compile did not
+  // happen or failed is compiled when pipeline() returns it next.
+  void collect_pipelines();
+  void compile_collected(unsigned threads);
 
   // Synchronous helpers (tests/tools): copy through a temporary staging buffer
   // on the compute queue, ordered after earlier compute-queue submissions.
@@ -322,7 +329,10 @@ class Context {
   VkPhysicalDeviceMemoryProperties mem_props_{};
   std::atomic<uint64_t> allocated_total_{0};
   std::atomic<uint64_t> allocated_kind_[3] = {0, 0, 0};
+  void compile_pipeline(Pipeline& p) const;
   std::mutex pipeline_mutex_;
+  bool collecting_ = false;
+  std::vector<Pipeline*> collected_;
   std::map<std::pair<std::string, std::vector<uint32_t>>, std::unique_ptr<Pipeline>> pipelines_;
 };
 
@@ -356,6 +366,10 @@ class Recorder {
   Recorder& operator=(const Recorder&) = delete;
 
   void begin();
+  // A recording that writes nothing: its commands are checked as begin()'s
+  // are, but not recorded (with Context::collect_pipelines, it names the
+  // pipelines a schedule uses). discard() ends it; it cannot be submitted.
+  void begin_dry();
   // Ends a recording that will not be submitted; the next begin() reuses it.
   void discard();
   bool recording() const { return recording_; }
@@ -408,7 +422,7 @@ class Recorder {
   Queue* queue_;
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer cb_ = VK_NULL_HANDLE;
-  bool recording_ = false, has_commands_ = false;
+  bool recording_ = false, has_commands_ = false, dry_ = false;
   SyncPoint last_;
   const Pipeline* bound_ = nullptr;
   uint32_t dispatches_ = 0;
