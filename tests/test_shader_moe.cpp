@@ -529,25 +529,43 @@ TEST(ShaderMoe, HostTableSkipsUnmappedExpertsAndKeepsTokenOrder) {
   EXPECT_THROW(build_moe_table(bad.data(), MoeTableLayout::make(1, 2, 4), four.data(), 4, ws.data()), Error);
 }
 
+// A combine problem: a host MoE table of random routing in which the pairs
+// of every fifth expert are skipped, slot rows y (stride y_stride), weights w.
+struct CombineCase {
+  static constexpr uint32_t n_tokens = 37, k = 8, n_expert = 64, n = 300, x_stride = n + 4, y_stride = n + 8;
+  MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_expert);
+  std::vector<uint32_t> table = std::vector<uint32_t>(L.words);
+  std::vector<float> y, w;
+  explicit CombineCase(Env& e) {
+    const auto ids = e.random_ids(n_tokens, k, n_expert, false);
+    std::vector<int32_t> group_of_expert(n_expert);
+    for (uint32_t x = 0; x < n_expert; ++x) group_of_expert[x] = x % 5 == 0 ? -1 : int32_t(x);
+    build_moe_table(ids.data(), L, group_of_expert.data(), n_expert, table.data());
+    y = e.randn(size_t(L.max_slots()) * y_stride);
+    w = e.randn(n_tokens * k);
+  }
+  // x plus the weighted slot rows of each token, j ascending.
+  std::vector<float> combined(const std::vector<float>& x) const {
+    std::vector<float> want = x;
+    for (uint32_t t = 0; t < n_tokens; ++t)
+      for (uint32_t j = 0; j < k; ++j) {
+        const uint32_t s = table[L.pair_slot_off + t * k + j];
+        if (s == kMoeNoSlot) continue;
+        for (uint32_t i = 0; i < n; ++i) want[t * x_stride + i] += w[t * k + j] * y[s * y_stride + i];
+      }
+    return want;
+  }
+};
+
 TEST(ShaderMoe, CombineAddsWeightedSlotRowsInOrder) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  const uint32_t n_tokens = 37, k = 8, n_expert = 64, n = 300, x_stride = n + 4, y_stride = n + 8;
-  const auto ids = e.random_ids(n_tokens, k, n_expert, false);
-  std::vector<int32_t> group_of_expert(n_expert);
-  for (uint32_t x = 0; x < n_expert; ++x) group_of_expert[x] = x % 5 == 0 ? -1 : int32_t(x);  // some pairs skipped
-  const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_expert);
-  std::vector<uint32_t> table(L.words);
-  build_moe_table(ids.data(), L, group_of_expert.data(), n_expert, table.data());
-  const auto y = e.randn(size_t(L.max_slots()) * y_stride), w = e.randn(n_tokens * k), x = e.randn(n_tokens * x_stride);
-  std::vector<float> want = x;
-  for (uint32_t t = 0; t < n_tokens; ++t)
-    for (uint32_t j = 0; j < k; ++j) {
-      const uint32_t s = table[L.pair_slot_off + t * k + j];
-      if (s == kMoeNoSlot) continue;
-      for (uint32_t i = 0; i < n; ++i) want[t * x_stride + i] += w[t * k + j] * y[s * y_stride + i];
-    }
-  Buffer by = e.buf(y), bw = e.buf(w), bt = e.buf(table);
+  const CombineCase c(e);
+  const MoeTableLayout& L = c.L;
+  const uint32_t n_tokens = c.n_tokens, n = c.n, x_stride = c.x_stride, y_stride = c.y_stride;
+  const auto x = e.randn(n_tokens * x_stride);
+  const std::vector<float> want = c.combined(x);
+  Buffer by = e.buf(c.y), bw = e.buf(c.w), bt = e.buf(c.table);
   std::vector<float> first;
   for (int run = 0; run < 2; ++run) {
     Buffer bx = e.buf(x);
@@ -572,25 +590,15 @@ TEST(ShaderMoe, CombineAddsWeightedSlotRowsInOrder) {
 TEST(ShaderMoe, CombineWithNormWritesTheNextNormAndItsF16Copy) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
-  const uint32_t n_tokens = 37, k = 8, n_expert = 64, n = 300, x_stride = n + 4, y_stride = n + 8;
-  const auto ids = e.random_ids(n_tokens, k, n_expert, false);
-  std::vector<int32_t> group_of_expert(n_expert);
-  for (uint32_t x = 0; x < n_expert; ++x) group_of_expert[x] = x % 5 == 0 ? -1 : int32_t(x);
-  const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_expert);
-  std::vector<uint32_t> table(L.words);
-  build_moe_table(ids.data(), L, group_of_expert.data(), n_expert, table.data());
-  const auto y = e.randn(size_t(L.max_slots()) * y_stride), w = e.randn(n_tokens * k), nw = e.randn(n);
+  const CombineCase c(e);
+  const MoeTableLayout& L = c.L;
+  const uint32_t n_tokens = c.n_tokens, n = c.n, x_stride = c.x_stride, y_stride = c.y_stride;
+  const auto nw = e.randn(n);
   for (bool poison : {false, true}) {
     auto x = e.randn(n_tokens * x_stride);
     if (poison) x[5 * x_stride + 17] = kNaN;  // token 5's row
-    std::vector<float> want = x;
-    for (uint32_t t = 0; t < n_tokens; ++t)
-      for (uint32_t j = 0; j < k; ++j) {
-        const uint32_t s = table[L.pair_slot_off + t * k + j];
-        if (s == kMoeNoSlot) continue;
-        for (uint32_t i = 0; i < n; ++i) want[t * x_stride + i] += w[t * k + j] * y[s * y_stride + i];
-      }
-    Buffer by = e.buf(y), bw = e.buf(w), bt = e.buf(table), bx = e.buf(x), bnw = e.buf(nw);
+    const std::vector<float> want = c.combined(x);
+    Buffer by = e.buf(c.y), bw = e.buf(c.w), bt = e.buf(c.table), bx = e.buf(x), bnw = e.buf(nw);
     Buffer bxn = e.buf(std::vector<float>(x.size(), 7.f)), bh = e.buf(std::vector<uint16_t>(x.size(), 0x4700));
     Buffer flag = e.buf(std::vector<uint32_t>{~0u});
     MoeCombineArgs a{by, bw, bt, bx, L, n, y_stride, x_stride};
