@@ -1,7 +1,7 @@
 #version 450
 // Adds the partial planes of a split-K GEMM (gemm_coopmat.comp with k_split):
 // Y[n][r] = (accumulate ? Y[n][r] : 0) + sum_z P[z][n][r], the planes of
-// n_tokens x nrows floats `plane` apart, in a fixed order (deterministic).
+// n_tokens x nrows floats `plane` apart, in split_planes.glsl's order (deterministic).
 // NORM: one workgroup per token, its whole row (nrows, plane, y_offset and
 // y_stride multiples of 4), which then also writes xn = rmsnorm(Y[n]) * norm_w
 // at y's offset and stride (the FFN norm after the output projection); a
@@ -24,14 +24,15 @@ layout(push_constant) uniform Push {
   uint check;
 } p;
 #include "reduce.glsl"
+#include "split_planes.glsl"
+SPLIT_PLANES_SUM(vec4, part_sum4, part4, p.splits, p.plane / 4)
 
 void main() {
   const uint n = gl_WorkGroupID.x, t = gl_LocalInvocationID.x;
-  const uint r4 = p.nrows / 4, yb = (p.y_offset + n * p.y_stride) / 4, pb = n * r4, plane4 = p.plane / 4;
+  const uint r4 = p.nrows / 4, yb = (p.y_offset + n * p.y_stride) / 4, pb = n * r4;
   float ss = 0.0;
   for (uint i = t; i < r4; i += WG) {
-    vec4 sum = vec4(0.0);
-    for (uint z = 0; z < p.splits; ++z) sum += part4[z * plane4 + pb + i];
+    const vec4 sum = part_sum4(pb + i);
     const vec4 v = p.accumulate != 0 ? y4[yb + i] + sum : sum;
     y4[yb + i] = v;
     const vec4 s = v * v;
@@ -50,12 +51,13 @@ layout(push_constant) uniform Push {
   uint nrows, n_tokens, splits, plane;
   uint y_offset, y_stride, accumulate;
 } p;
+#include "split_planes.glsl"
+SPLIT_PLANES_SUM(float, part_sum, part, p.splits, p.plane)
 
 void main() {
   const uint r = gl_GlobalInvocationID.x, n = gl_WorkGroupID.y;
   if (r >= p.nrows) return;
-  float sum = 0.0;
-  for (uint z = 0; z < p.splits; ++z) sum += part[z * p.plane + n * p.nrows + r];
+  const float sum = part_sum(n * p.nrows + r);
   const uint yi = p.y_offset + n * p.y_stride + r;
   y[yi] = p.accumulate != 0 ? y[yi] + sum : sum;
 }

@@ -25,12 +25,8 @@ layout(push_constant) uniform P {
 #define TK_N_GROUP p.n_group
 #define TK_TOPK_GROUP p.topk_group
 #define TK_SCALE p.scale
-// In plane order from 0.0, as gemm_split_sum.comp adds them (the same floats).
-float logit_sum(uint i) {
-  float s = 0.0;
-  for (uint z = 0; z < p.splits; ++z) s += logits[z * p.split_plane + i];
-  return s;
-}
+#include "split_planes.glsl"
+SPLIT_PLANES_SUM(float, logit_sum, logits, p.splits, p.split_plane)
 #define TK_LOGIT(i) logit_sum(i)
 #define TK_BIAS(e) bias[e]
 #define TK_SET_ID(j, e) ids[gl_WorkGroupID.x * p.k + (j)] = int(e)

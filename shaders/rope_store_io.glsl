@@ -23,15 +23,7 @@ layout(push_constant) uniform P {
   uint kv_splits, kv_plane;  // k and v as sums of split-K partial planes (1: the rows themselves)
 } p;
 
-// k[i] and v[i]: their partial planes added in plane order from 0.0, as
-// gemm_split_sum.comp adds them (the same floats).
-float k_at(uint i) {
-  float s = 0.0;
-  for (uint z = 0; z < p.kv_splits; ++z) s += k[z * p.kv_plane + i];
-  return s;
-}
-float v_at(uint i) {
-  float s = 0.0;
-  for (uint z = 0; z < p.kv_splits; ++z) s += v[z * p.kv_plane + i];
-  return s;
-}
+// k[i] and v[i], from their partial planes when kv_splits > 1.
+#include "split_planes.glsl"
+SPLIT_PLANES_SUM(float, k_at, k, p.kv_splits, p.kv_plane)
+SPLIT_PLANES_SUM(float, v_at, v, p.kv_splits, p.kv_plane)

@@ -103,6 +103,43 @@ TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
   }
 }
 
+// The plain split-K sum: y (+)= the partial planes added in plane order from
+// 0, the same floats as that sum on the host; other elements untouched.
+TEST(ShaderTrunk, SplitSumAddsThePlanesInOrder) {
+  Env e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const uint32_t nrows = 300, n_tokens = 5, splits = 3, plane = n_tokens * nrows + 7, y_off = 3, y_stride = nrows + 5;
+  const auto parts = e.randn(size_t(splits) * plane);
+  for (bool accumulate : {false, true}) {
+    const auto y0 = e.randn(y_off + size_t(n_tokens) * y_stride);
+    Buffer bp = e.buf(parts), by = e.buf(y0);
+    GemmSplitSum s;
+    s.partials = bp;
+    s.y = by;
+    s.nrows = nrows;
+    s.n_tokens = n_tokens;
+    s.splits = splits;
+    s.plane = plane;
+    s.y_offset = y_off;
+    s.y_stride = y_stride;
+    s.accumulate = accumulate;
+    Recorder rec(*e.ctx);
+    rec.begin();
+    record_gemm_split_sums(rec, {s});
+    rec.submit().wait();
+    const auto y = e.read(by, y0.size());
+    std::vector<float> want = y0;
+    for (uint32_t t = 0; t < n_tokens; ++t)
+      for (uint32_t r = 0; r < nrows; ++r) {
+        float sum = 0.f;
+        for (uint32_t z = 0; z < splits; ++z) sum += parts[z * plane + t * nrows + r];
+        float& w = want[y_off + t * y_stride + r];
+        w = accumulate ? w + sum : sum;
+      }
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], want[i]) << "element " << i << (accumulate ? " (+=)" : "");
+  }
+}
+
 // A split-K sum that also writes the FFN norm: y += the partial planes in
 // order, then xn = rms_norm(y) * w at y's offset and stride, one workgroup per
 // token; a non-finite row lowers the flag to the check value.
