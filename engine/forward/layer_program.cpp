@@ -55,8 +55,7 @@ std::vector<vk::GemmSplitSum> LayerProgram::project_gqa(vk::Recorder& r, int il,
   // k's and v's sums may be left to the rope/store kernel, which adds the
   // planes itself: both alike, rows KV long, nothing between them.
   auto leavable = [&](const vk::GemmSplitSum& s) {
-    return s.y_offset == 0 && s.y_stride == KV && s.nrows == KV && !s.accumulate && s.splits == sums[0].splits &&
-           s.plane == sums[0].plane;
+    return s.planes_are_rows() && s.nrows == KV && s.splits == sums[0].splits && s.plane == sums[0].plane;
   };
   if (leave_kv_sums && !spec.qkv_bias && spec.qk_norm != QkNorm::Whole && sums.size() == 2 &&
       sums[0].y.buffer == a_.k.handle() && sums[1].y.buffer == a_.v.handle() && leavable(sums[0]) &&
@@ -295,7 +294,7 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
     std::vector<vk::GemmSplitSum> sums;
     router_of(r, il, Rows(a_.xn, E), n, 0, topk_sums ? &sums : nullptr);
     r.barrier();
-    if (sums.size() == 1 && sums[0].y_offset == 0 && sums[0].y_stride == N && !sums[0].accumulate) {
+    if (sums.size() == 1 && sums[0].planes_are_rows() && sums[0].nrows == N) {
       tk.logits = sums[0].partials;
       tk.splits = sums[0].splits;
       tk.split_plane = sums[0].plane;

@@ -55,6 +55,9 @@ struct GemmSplitSum {
   float eps = 0.f;
   uint32_t check = 0;
   bool norm_foldable() const { return (nrows | plane | y_offset | y_stride) % 4 == 0; }
+  // Whether a reader may take the partial planes for y itself (split_planes.glsl):
+  // y is whole rows from offset 0, not accumulated into.
+  bool planes_are_rows() const { return y_offset == 0 && y_stride == nrows && !accumulate; }
 };
 // Records the sums (their partials written before a barrier the caller recorded).
 void record_gemm_split_sums(Recorder& rec, const std::vector<GemmSplitSum>& sums);
