@@ -350,9 +350,8 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
       // A ubatch's combine writes the next layer's attention norm (not the
       // output norm: the head reads one row); VKMOE_PROMPT_COMBINE_NORM=0: apart.
       static const bool prompt_fold = !vk::env_off("VKMOE_PROMPT_COMBINE_NORM");
-      const GpuTensor* next_norm = last ? (n > 1 ? nullptr : &w_.output_norm)
-                                 : n > 1 && !prompt_fold ? nullptr
-                                                         : &w_.layers[il + 1].attn_norm;
+      const GpuTensor* next_norm = last ? &w_.output_norm : &w_.layers[il + 1].attn_norm;
+      if (n > 1 && (last || !prompt_fold)) next_norm = nullptr;
       normed = prog_->moe_resident(*r, il, n, next_norm, ffn_normed);
     } else {
       prog_->dense_ffn(*r, il, n);

@@ -258,13 +258,13 @@ VkPipelineStageFlags work_stages(const Context& ctx, const Queue& q) {
 
 void Recorder::barrier() {
   require_recording("barrier");
+  if (dry_) return;
   const VkPipelineStageFlags stages = work_stages(ctx_, *queue_);
   const bool compute = stages & VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT;
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT | (compute ? VK_ACCESS_SHADER_WRITE_BIT : 0);
   mb.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
                      (compute ? VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT : 0);
-  if (dry_) return;
   vkCmdPipelineBarrier(cb_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
