@@ -175,9 +175,13 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   if (error) std::rethrow_exception(error);
 }
 
-void parallel_memcpy(ThreadPool& pool, void* dst, const void* src, uint64_t bytes) {
+void parallel_memcpy(ThreadPool* pool, void* dst, const void* src, uint64_t bytes) {
+  if (!pool) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
   constexpr uint64_t kPiece = 1ull << 20;
-  pool.parallel_for(int64_t((bytes + kPiece - 1) / kPiece), [&](int64_t begin, int64_t end) {
+  pool->parallel_for(int64_t((bytes + kPiece - 1) / kPiece), [&](int64_t begin, int64_t end) {
     const uint64_t from = uint64_t(begin) * kPiece, to = std::min(bytes, uint64_t(end) * kPiece);
     std::memcpy(static_cast<uint8_t*>(dst) + from, static_cast<const uint8_t*>(src) + from, to - from);
   });

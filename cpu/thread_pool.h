@@ -69,7 +69,7 @@ class ThreadPool {
 
 // memcpy of large buffers split into 1 MiB pieces across the pool (a model
 // load's staging copies: one thread's copy from a mapped file is bound by its
-// page walks, not by memory bandwidth).
-void parallel_memcpy(ThreadPool& pool, void* dst, const void* src, uint64_t bytes);
+// page walks, not by memory bandwidth); a null pool: plain memcpy.
+void parallel_memcpy(ThreadPool* pool, void* dst, const void* src, uint64_t bytes);
 
 }  // namespace vkmoe

@@ -341,15 +341,17 @@ TEST(ThreadPool, ParallelMemcpyCopiesEveryByteOnce) {
   const uint32_t seed = uint32_t(test::test_seed());
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  // Sizes around the 1 MiB pieces: smaller, exact, a partial last piece.
-  for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(1000), uint64_t(1) << 20, (uint64_t(5) << 20) + 123}) {
-    std::vector<uint8_t> src(n), dst(n + 2, 0xA5);
-    for (uint8_t& b : src) b = uint8_t(rng());
-    parallel_memcpy(pool, dst.data() + 1, src.data(), n);
-    EXPECT_EQ(dst.front(), 0xA5) << n;
-    EXPECT_EQ(dst.back(), 0xA5) << n;
-    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin() + 1)) << n;
-  }
+  // Sizes around the 1 MiB pieces: smaller, exact, a partial last piece; on
+  // the pool and, without one, on this thread.
+  for (ThreadPool* p : {&pool, static_cast<ThreadPool*>(nullptr)})
+    for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(1000), uint64_t(1) << 20, (uint64_t(5) << 20) + 123}) {
+      std::vector<uint8_t> src(n), dst(n + 2, 0xA5);
+      for (uint8_t& b : src) b = uint8_t(rng());
+      parallel_memcpy(p, dst.data() + 1, src.data(), n);
+      EXPECT_EQ(dst.front(), 0xA5) << n;
+      EXPECT_EQ(dst.back(), 0xA5) << n;
+      EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin() + 1)) << n;
+    }
 }
 
 namespace {

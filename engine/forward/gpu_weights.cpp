@@ -12,7 +12,7 @@ using vk::MemoryKind;
 
 vk::Uploader::CopyFn staging_copy(ThreadPool* pool) {
   if (!pool) return {};
-  return [pool](void* dst, const void* src, uint64_t bytes) { parallel_memcpy(*pool, dst, src, bytes); };
+  return [pool](void* dst, const void* src, uint64_t bytes) { parallel_memcpy(pool, dst, src, bytes); };
 }
 
 class ModelUploader {

@@ -23,10 +23,7 @@ HostExperts::HostExperts(vk::Context& ctx, const Model& m, ThreadPool* pool) : m
                                   {&w.up_exps, &layers_[il].up, "ffn_up_exps (host)"},
                                   {&w.down_exps, &layers_[il].down, "ffn_down_exps (host)"}}) {
       *dst = ctx.create_buffer(src->t->nbytes, vk::MemoryKind::Readback, p + name);
-      if (pool)
-        parallel_memcpy(*pool, dst->data(), src->t->data, src->t->nbytes);
-      else
-        std::memcpy(dst->data(), src->t->data, src->t->nbytes);
+      parallel_memcpy(pool, dst->data(), src->t->data, src->t->nbytes);
       progress.advance(src->t->nbytes);
     }
   }
