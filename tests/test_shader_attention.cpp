@@ -572,32 +572,6 @@ TEST(ShaderAttention, ScratchSizeCoversSplits) {
   }
 }
 
-namespace {
-
-// RopeStoreArgs over q, k, v, the q and k norm weights and the two caches (in
-// that order), for n_tokens tokens from pos0.
-RopeStoreArgs rope_store_args(std::array<BufferRange, 7> b, uint32_t q_stride, uint32_t kv_stride, uint32_t n_tokens,
-                              uint32_t pos0, uint32_t D, uint32_t NH, uint32_t NKV) {
-  RopeStoreArgs a;
-  a.q = b[0];
-  a.k = b[1];
-  a.v = b[2];
-  a.q_norm = b[3];
-  a.k_norm = b[4];
-  a.k_cache = b[5];
-  a.v_cache = b[6];
-  a.q_stride = q_stride;
-  a.kv_stride = kv_stride;
-  a.n_tokens = n_tokens;
-  a.pos0 = pos0;
-  a.head_dim = D;
-  a.n_head = NH;
-  a.n_head_kv = NKV;
-  return a;
-}
-
-}  // namespace
-
 TEST(ShaderAttention, RopeStoreMatchesReference) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -627,14 +601,18 @@ TEST(ShaderAttention, RopeStoreMatchesReference) {
           const size_t row_bytes = kv_cache_bytes(kt, 1, D, NKV), cache_bytes = n_ctx * row_bytes;
           ASSERT_EQ(bkc.size(), cache_bytes);
           const auto before = e.read<uint8_t>(bkc, cache_bytes);
-          RopeStoreArgs a = rope_store_args({bq, bk, bv, bqw, bkw, bkc, bvc}, q_stride, kv_stride, n_tokens, pos0, D,
-                                            NH, NKV);
+          RopeStoreArgs a = rope_store_args(bq, bk, bkc, n_tokens, pos0, D, NH, NKV, RopeParams{}, kt);
+          a.v = bv;
+          a.v_cache = bvc;
+          a.q_norm = bqw;
+          a.k_norm = bkw;
+          a.q_stride = q_stride;
+          a.kv_stride = kv_stride;
           a.rope.n_rot = int(n_rot);
           a.rope.neox = neox;
           a.rope.theta = theta;
           a.norm = norm;
           a.eps = eps;
-          a.kv_type = kt;
           EXPECT_EQ(rope_store_uses_subgroups(*e.ctx, a),
                     sg && kt != KvType::Q8_0 && e.ctx->info().subgroup_arithmetic);
           e.record([&](Recorder& r) { record_rope_store(r, a); });
@@ -742,6 +720,9 @@ TEST(ShaderAttention, RopeStoreSumsSplitPlanes) {
     k[i] = sk;
     v[i] = sv;
   }
+  RopeParams rp;
+  rp.n_rot = int(D);
+  rp.theta = 1e6f;
   for (bool sg : {true, false})
     for (KvType kt : {KvType::F16, KvType::F32, KvType::Q8_0}) {
       SCOPED_TRACE(std::string("kv ") + kv_type_name(kt) + (sg ? " subgroup kernel" : ""));
@@ -753,11 +734,12 @@ TEST(ShaderAttention, RopeStoreSumsSplitPlanes) {
         Buffer bq = e.buf(q), bk = e.buf(planes ? kp : k), bv = e.buf(planes ? vp : v), bqw = e.buf(qw),
                bkw = e.buf(kw);
         Buffer bkc = e.cache(sentinel, kt, D, NKV), bvc = e.cache(sentinel, kt, D, NKV);
-        RopeStoreArgs a = rope_store_args({bq, bk, bv, bqw, bkw, bkc, bvc}, q_stride, KV, n_tokens, pos0, D, NH, NKV);
-        a.rope.n_rot = int(D);
-        a.rope.theta = 1e6f;
+        RopeStoreArgs a = rope_store_args(bq, bk, bkc, n_tokens, pos0, D, NH, NKV, rp, kt);
+        a.v = bv;
+        a.v_cache = bvc;
+        a.q_norm = bqw;
+        a.k_norm = bkw;
         a.norm = true;
-        a.kv_type = kt;
         if (planes) {
           a.kv_splits = splits;
           a.kv_plane = plane;
