@@ -176,6 +176,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
 }
 
 void parallel_memcpy(ThreadPool* pool, void* dst, const void* src, uint64_t bytes) {
+  if (bytes == 0) return;  // an empty source may be null, which memcpy must not get
   if (!pool) {
     std::memcpy(dst, src, bytes);
     return;
