@@ -114,6 +114,46 @@ TEST(GpuForward, Int8ActivationDecodeStaysNearCpuReference) {
   EXPECT_GT(differs, 1e-5) << "the int8-activation products did not run";
 }
 
+// The whole MoE block of a decoded token in one dispatch (vk_moe_fused.h; a
+// grid of one workgroup here, as lavapipe runs workgroups one after another):
+// logits stay within the int8 rounding of the f32 CPU reference, as the
+// separate int8 dispatches do, and differ from theirs (the fused path ran).
+TEST(GpuForward, FusedMoeDecodeStaysNearCpuReference) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto m = synth("arch=qwen3moe,quant=Q4_K_M", seed);
+  EngineOptions o;
+  o.n_ctx = 32;
+  o.kv_type = "f32";
+  o.gemm = "tiled";
+  o.gpu_q8 = EngineOptions::GpuQ8::On;
+  auto fused = make_engine(*m, o);
+  auto split = make_engine(*m, o);
+  CpuForward ref(*m, o.n_ctx);
+  auto eval_with_grid = [](Engine& e, int32_t t, const char* grid) {
+    setenv("VKMOE_MOE_FUSED_GRID", grid, 1);  // read as each token is recorded
+    auto l = e.eval({t});
+    unsetenv("VKMOE_MOE_FUSED_GRID");
+    return l;
+  };
+  const float margin = 5e-2f;  // as Int8ActivationDecodeStaysNearCpuReference
+  const double tol = 3e-2;
+  std::vector<int32_t> prompt = {9, 40, 222};
+  auto r = ref.eval(prompt);
+  fused->eval(prompt);
+  split->eval(prompt);
+  double differs = 0;
+  for (int i = 0; i < 6; ++i) {
+    const int32_t t = argmax(r);
+    r = ref.eval({t});
+    const auto g = eval_with_grid(*fused, t, "1");
+    differs = std::max(differs, max_rel_diff(g, eval_with_grid(*split, t, "0")));
+    if (!routes_clear_of_ties(ref, "token " + std::to_string(i), margin)) break;
+    ASSERT_LT(max_rel_diff(g, r), tol) << "token " << i;
+  }
+  EXPECT_GT(differs, 0.0) << "the fused MoE dispatch did not run";
+}
+
 // An F16 KV cache (the default): decoding folds the q/k norms, the rotation
 // and the cache store into the attention kernel where it can. Logits stay
 // within the f16 rounding of the keys and values of the f32 CPU reference,

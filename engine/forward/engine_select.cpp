@@ -43,6 +43,9 @@ std::span<const float> Engine::eval_view(const std::vector<int32_t>& tokens) {
   const std::span<const float> logits = forward(tokens);
   if (!logits_finite(logits)) {
     const uint32_t site = first_non_finite();
+    if (site == non_finite_site::kGridWaitLost)
+      throw Error("a fused GPU dispatch's workgroups did not all run at once (its wait timed out); "
+                  "run with VKMOE_MOE_FUSED=0");
     throw Error("the model produced non-finite logits (NaN/Inf)" +
                 (site ? "; they first appeared in " + describe_non_finite_site(site) : std::string()) +
                 ": the model's weights or hyper-parameters are broken");

@@ -52,6 +52,8 @@ class GpuOps {
   // The configured path for type t; a path the type lacks falls back to tiled.
   vk::GemmConfig gemm_for(GgmlType t) const;
   const vk::Buffer& gemm_scratch() const { return scratch_; }
+  // Whether one-token products of quantized weights may take int8 activations.
+  bool int8_x() const { return int8_x_; }
   vk::Context& ctx() const { return ctx_; }
 
   // y[t] (+)= W x[t] for t < n.

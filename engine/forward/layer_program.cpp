@@ -276,6 +276,7 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   tk.logit_stride = N;
   tk.router = c_.router;
   if (m_.layers()[il].spec.probs_bias) tk.bias = g.exp_probs_b.buf;
+  if (n == 1 && !ffn_normed && moe_fused_decode(r, il, next_norm)) return next_norm != nullptr;
   // One token without a router bias: the ffn norm, the router product and its
   // top-k in one dispatch (the norm's output xn also written there). Where the
   // fused kernel does not apply, three steps (it does not apply without the
@@ -336,6 +337,55 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   combine_decode(r, a_.wts);
   shared_expert(r, il, n);
   return false;
+}
+
+bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm) const {
+  static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
+  const LayerWeights& lw = m_.layers()[il];
+  const LayerSpec& spec = lw.spec;
+  const GpuLayer& g = g_.layers[il];
+  const vk::DeviceInfo& dev = ops_.ctx().info();
+  if (!enabled || !ops_.int8_x() || vk::moe_fused_grid(dev) == 0 || spec.router_bias || spec.probs_bias ||
+      spec.expert_bias || spec.shared != SharedExpert::None || g.router.type != GgmlType::F32 ||
+      lw.gate_exps.type() != lw.up_exps.type() ||
+      !vk::moe_fused_decode_supported(dev, lw.gate_exps.type(), lw.down_exps.type(), c_.n_embd, c_.n_ff_exp,
+                                      c_.n_expert, c_.n_expert_used, c_.router))
+    return false;
+  vk::MoeFusedDecodeArgs a;
+  a.gate_up_type = lw.gate_exps.type();
+  a.down_type = lw.down_exps.type();
+  a.n_embd = c_.n_embd;
+  a.n_ff = c_.n_ff_exp;
+  a.n_expert = c_.n_expert;
+  a.k = c_.n_expert_used;
+  a.router = c_.router;
+  a.glu_act = spec.act == FfnAct::OaiSwiGLU ? 1u : 0u;
+  a.eps = c_.norm_eps;
+  a.check_in = non_finite_site::after_attention(il);
+  a.check_out = non_finite_site::layer_input(il + 1);
+  a.x = a_.x;
+  a.ffn_norm = g.ffn_norm.buf;
+  a.router_w = g.router.buf;
+  a.gate = g.gate_exps.buf;
+  a.up = g.up_exps.buf;
+  a.down = g.down_exps.buf;
+  a.gate_up_stride = lw.gate_exps.expert_bytes();
+  a.down_stride = lw.down_exps.expert_bytes();
+  a.logits = a_.rlog;
+  a.h = a_.eg;
+  a.ids = a_.ids;
+  a.weights = a_.wts;
+  a.counters = a_.counters;
+  a.counter = Activations::kMoeFusedCounters;
+  if (next_norm) {
+    a.next_norm = next_norm->buf;
+    a.xn = a_.xn;
+  }
+  a.flags = a_.non_finite;
+  vk::record_moe_fused_decode(r, a);
+  r.barrier();
+  mark_(r, next_norm ? "MoE block (fused) + next norm" : "MoE block (fused)");
+  return true;
 }
 
 void LayerProgram::combine_decode(vk::Recorder& r, const vk::Buffer& wts) const {

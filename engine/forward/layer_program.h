@@ -11,6 +11,7 @@
 #include "engine/forward/gpu_weights.h"
 #include "engine/model/model.h"
 #include "engine/vulkan/vk_attention.h"
+#include "engine/vulkan/vk_moe_fused.h"
 
 namespace vkmoe {
 
@@ -63,6 +64,11 @@ class LayerProgram {
   // copy that layer's q/k/v take); returns whether it did. ffn_normed: xn
   // already holds ffn_norm(x) (see attention).
   bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm, bool ffn_normed = false) const;
+  // Decode, resident: the whole MoE block (ffn norm to combine, and with
+  // next_norm the next layer's norm) in one dispatch of workgroups that wait
+  // for each other (vk_moe_fused.h). False, recording nothing, where it does
+  // not apply (VKMOE_MOE_FUSED=0: never).
+  bool moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm) const;
   // Decode: the k experts named by `ids` (expert or slot indices; < 0 skipped)
   // into eo rows; the caller combines. expert_ids: the expert of each item
   // when ids are slots (for the per-expert biases; null: ids are experts).

@@ -248,6 +248,19 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
   d.subgroup_shuffle = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT);
   d.subgroup_clustered = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_CLUSTERED_BIT);
   d.max_allocation_bytes = m3.maxMemoryAllocationSize;
+  if (has_extension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
+    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+    VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    q2.pNext = &sm;
+    vkGetPhysicalDeviceProperties2(phys, &q2);
+    d.compute_units = sm.shaderSMCount;
+  } else if (has_extension(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
+    VkPhysicalDeviceShaderCorePropertiesAMD cp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+    VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+    q2.pNext = &cp;
+    vkGetPhysicalDeviceProperties2(phys, &q2);
+    d.compute_units = cp.shaderEngineCount * cp.shaderArraysPerEngineCount * cp.computeUnitsPerShaderArray;
+  }
   if (v12) {
     d.driver_name = drv.driverName;
     d.driver_info = drv.driverInfo;
@@ -440,6 +453,7 @@ std::string DeviceInfo::summary() const {
     << "; int8 " << (shader_int8 ? "yes" : "no") << ", int dot " << (integer_dot_accelerated ? "accelerated" : integer_dot ? "yes" : "no") << ", fp16 " << (shader_float16 ? "yes" : "no")
     << "; push descriptors " << (push_descriptor ? "yes" : "no")
     << "; timeline semaphores " << (timeline_semaphore ? "yes" : "no") << "\n";
+  if (compute_units) o << "    compute units " << compute_units << "\n";
   o << "    max workgroup " << max_workgroup_size[0] << "x" << max_workgroup_size[1] << "x"
     << max_workgroup_size[2] << " (" << max_workgroup_invocations << " invocations), shared memory "
     << max_shared_memory_bytes / 1024 << " KiB, storage range " << mib(max_storage_buffer_range)

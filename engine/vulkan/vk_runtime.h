@@ -61,6 +61,9 @@ struct DeviceInfo {
   int transfer_family = -1;         // a transfer-only family (no graphics/compute), or -1
   bool dedicated_transfer = false;  // transfer_family >= 0
   uint32_t subgroup_size = 0;
+  // Compute units (NVIDIA SMs by VK_NV_shader_sm_builtins, AMD CUs by
+  // VK_AMD_shader_core_properties); 0 where the driver does not say.
+  uint32_t compute_units = 0;
   bool subgroup_arithmetic = false, subgroup_shuffle = false, subgroup_clustered = false;
   bool storage_8bit = false, storage_16bit = false;
   bool shader_int8 = false, shader_int16 = false, shader_float16 = false;

@@ -1,0 +1,48 @@
+#pragma once
+// One decoded token's routed-MoE block in one dispatch
+// (shaders/moe_decode_fused.comp): ffn norm, router, top-k, the k experts'
+// gate and up products with their activation, the down products weighted
+// into x, and optionally the next layer's norm. Its workgroups wait for each
+// other at grid barriers instead of at dispatch boundaries, so the dispatch
+// must not have more workgroups than the device runs at once: one per compute
+// unit, where the driver says how many there are (moe_fused_grid).
+#include <cstdint>
+
+#include "cpu/moe_route.h"
+#include "cpu/quant.h"
+#include "engine/vulkan/vk_runtime.h"
+
+namespace vkmoe::vk {
+
+struct MoeFusedDecodeArgs {
+  GgmlType gate_up_type = GgmlType::F32, down_type = GgmlType::F32;
+  uint32_t n_embd = 0, n_ff = 0, n_expert = 0, k = 0;
+  RouterParams router;  // no expert groups
+  uint32_t glu_act = 0;  // 0 SiLU, 1 gpt-oss's (shaders/glu.glsl)
+  float eps = 0.f;
+  uint32_t check_in = 0, check_out = 0;  // non-finite sites of x on entry and exit (0: none)
+  BufferRange x, ffn_norm, router_w;     // x: [n_embd], updated in place; router_w: f32 [n_expert][n_embd]
+  BufferRange gate, up, down;            // stacked experts, gate_up_stride / down_stride bytes apart
+  uint64_t gate_up_stride = 0, down_stride = 0;
+  BufferRange logits, h;                 // scratch: n_expert and k * n_ff floats
+  BufferRange ids, weights;              // the chosen experts and their weights (k each)
+  BufferRange counters;                  // two uints at counter, zero between dispatches (left zero)
+  uint32_t counter = 0;
+  BufferRange next_norm, xn;             // with next_norm: xn = rmsnorm(x) * next_norm after the update
+  BufferRange flags;                     // non-finite flag (first uint, lowered by atomicMin)
+  uint32_t grid = 0;                     // workgroups; 0: moe_fused_grid
+};
+
+// Workgroups the fused dispatch uses on this device: VKMOE_MOE_FUSED_GRID when
+// set, else one per compute unit where the driver reports them (NVIDIA SMs,
+// AMD CUs), else 0 (not used).
+uint32_t moe_fused_grid(const DeviceInfo& d);
+// Whether the fused kernel takes this block: int8 dot products, subgroup
+// arithmetic and shuffles, weight types Q8_0/Q4_K/Q5_K/Q6_K (gate and up
+// alike), n_embd a multiple of the gate/up block and of 32, n_ff of the down
+// block, n_expert <= 1024, k <= 64, no expert groups.
+bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType down, uint32_t n_embd,
+                                uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp);
+void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a);
+
+}  // namespace vkmoe::vk

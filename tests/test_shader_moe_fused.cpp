@@ -1,0 +1,299 @@
+// One decoded token's MoE block in one dispatch (engine/vulkan/vk_moe_fused.h)
+// on the Vulkan device (lavapipe in CI), against a host reference in double
+// that rounds the activations to int8 blocks as the kernel does: the router
+// logits, ids and weights (route_topk of the kernel's logits), the experts'
+// activations h, x after the combine and the next layer's norm, for a grid of
+// one workgroup and, on GPUs, of one per compute unit (they wait for each
+// other at grid barriers). Also: non-finite inputs
+// lower the flag, and a grid whose workgroups cannot all arrive gives up and
+// poisons x instead of hanging. Fresh random inputs each run (seed printed).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "cpu/moe_route.h"
+#include "cpu/quant.h"
+#include "engine/vulkan/vk_moe_fused.h"
+#include "tests/vk_test_env.h"
+
+using namespace vkmoe;
+using namespace vkmoe::vk;
+
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// x as the kernel rounds it (shaders/q8x_quant.glsl): per 32 values dx =
+// max|x| / 127, x -> dx * round(x / dx).
+std::vector<double> q8_round(const std::vector<double>& x) {
+  std::vector<double> r(x.size());
+  for (size_t b = 0; b < x.size(); b += 32) {
+    double amax = 0;
+    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const double dx = amax / 127;
+    for (size_t i = b; i < b + 32; ++i) r[i] = amax > 0 ? dx * std::nearbyint(x[i] / dx) : 0;
+  }
+  return r;
+}
+
+double act(double g, double u, uint32_t a) {
+  if (a == 1) {
+    const double xg = std::min(g, 7.0), xu = std::clamp(u, -7.0, 7.0);
+    return xg / (1 + std::exp(-1.702 * xg)) * (xu + 1);
+  }
+  return g / (1 + std::exp(-g)) * u;
+}
+
+struct Expert {
+  std::vector<uint8_t> q;     // rows x cols of type t
+  std::vector<float> w;       // the same dequantized
+};
+
+struct Case {
+  GgmlType gu, dn;
+  uint32_t E, F, N, K;
+  RouterParams rp;
+  uint32_t act;
+};
+
+struct Block {
+  const Case& c;
+  test::VkEnv& e;
+  std::vector<float> x, norm_w, next_w, router;
+  Expert gate, up, down;  // all experts stacked
+  size_t gu_stride, dn_stride;
+
+  Block(const Case& c_, test::VkEnv& e_) : c(c_), e(e_) {
+    norm_w = e.randn(c.E, 0.2f);
+    next_w = e.randn(c.E, 0.2f);
+    for (float& v : norm_w) v += 1.f;
+    for (float& v : next_w) v += 1.f;
+    router = e.randn(size_t(c.N) * c.E, 0.05f);
+    gu_stride = row_bytes(c.gu, c.E) * c.F;
+    dn_stride = row_bytes(c.dn, c.F) * c.E;
+    gate = make(c.gu, c.E, size_t(c.N) * c.F);
+    up = make(c.gu, c.E, size_t(c.N) * c.F);
+    down = make(c.dn, c.F, size_t(c.N) * c.E);
+  }
+  Expert make(GgmlType t, uint32_t cols, size_t rows) {
+    Expert x;
+    const std::vector<float> f = e.randn(rows * cols, 0.08f);
+    const size_t rb = row_bytes(t, cols);
+    x.q.resize(rb * rows);
+    x.w.resize(rows * cols);
+    for (size_t r = 0; r < rows; ++r) {
+      quantize_row(t, &f[r * cols], &x.q[r * rb], cols);
+      dequantize_row(t, &x.q[r * rb], &x.w[r * cols], cols);
+    }
+    return x;
+  }
+  // The router's logits of x in double, as the kernel forms them.
+  std::vector<double> xn_of(const std::vector<float>& xi, const std::vector<float>& w) const {
+    double ss = 0;
+    for (float v : xi) ss += double(v) * v;
+    const double s = 1 / std::sqrt(ss / c.E + 1e-6);
+    std::vector<double> r(c.E);
+    for (uint32_t i = 0; i < c.E; ++i) r[i] = xi[i] * s * w[i];
+    return r;
+  }
+};
+
+struct Out {
+  std::vector<float> x, xn, logits, h, wts;
+  std::vector<int32_t> ids;
+  std::vector<uint32_t> counters;
+  uint32_t flag;
+};
+
+Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
+              uint32_t check_out) {
+  const Case& c = b.c;
+  Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
+         bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
+         bh = e.buf(std::vector<float>(size_t(c.K) * c.F, kNaN)), bi = e.buf(std::vector<int32_t>(c.K, -7)),
+         bw = e.buf(std::vector<float>(c.K, kNaN)), bc = e.buf(std::vector<uint32_t>(8, 0)),
+         bnn = e.buf(b.next_w), bxn = e.buf(std::vector<float>(c.E, kNaN)), bf = e.buf(std::vector<uint32_t>(1, 99));
+  MoeFusedDecodeArgs a;
+  a.gate_up_type = c.gu;
+  a.down_type = c.dn;
+  a.n_embd = c.E;
+  a.n_ff = c.F;
+  a.n_expert = c.N;
+  a.k = c.K;
+  a.router = c.rp;
+  a.glu_act = c.act;
+  a.eps = 1e-6f;
+  a.check_in = check_in;
+  a.check_out = check_out;
+  a.x = bx;
+  a.ffn_norm = bn;
+  a.router_w = br;
+  a.gate = bg;
+  a.up = bu;
+  a.down = bd;
+  a.gate_up_stride = b.gu_stride;
+  a.down_stride = b.dn_stride;
+  a.logits = bl;
+  a.h = bh;
+  a.ids = bi;
+  a.weights = bw;
+  a.counters = bc;
+  a.counter = 5;
+  a.next_norm = bnn;
+  a.xn = bxn;
+  a.flags = bf;
+  a.grid = grid;
+  e.record([&](Recorder& r) { record_moe_fused_decode(r, a); });
+  return {e.read<float>(bx, c.E),       e.read<float>(bxn, c.E), e.read<float>(bl, c.N),
+          e.read<float>(bh, size_t(c.K) * c.F), e.read<float>(bw, c.K), e.read<int32_t>(bi, c.K),
+          e.read<uint32_t>(bc, 8),      e.read<uint32_t>(bf, 1)[0]};
+}
+
+// Grids to try: one workgroup, and on a GPU with compute units reported
+// (moe_fused_grid) that many, whose workgroups then wait for each other.
+// lavapipe runs a small grid's workgroups one after another (and ends any loop
+// after 65535 iterations), so there a second workgroup would never arrive.
+std::vector<uint32_t> grids(test::VkEnv& e) {
+  std::vector<uint32_t> g{1};
+  if (const uint32_t n = moe_fused_grid(e.ctx->info()); n > 1) g.push_back(n);
+  return g;
+}
+
+bool fused_available(test::VkEnv& e, const Case& c) {
+  return moe_fused_decode_supported(e.ctx->info(), c.gu, c.dn, c.E, c.F, c.N, c.K, c.rp);
+}
+
+const Case kCases[] = {
+    {GgmlType::Q4_K, GgmlType::Q6_K, 512, 256, 32, 4, {Gating::Softmax, true, 1.f}, 0},
+    {GgmlType::Q4_K, GgmlType::Q4_K, 256, 512, 16, 2, {Gating::Softmax, false, 1.f}, 0},
+    {GgmlType::Q8_0, GgmlType::Q8_0, 256, 96, 64, 6, {Gating::Sigmoid, true, 2.5f}, 1},
+    {GgmlType::Q5_K, GgmlType::Q8_0, 512, 160, 8, 8, {Gating::SoftmaxWeight, true, 1.f}, 0},
+    {GgmlType::Q6_K, GgmlType::Q5_K, 256, 256, 24, 3, {Gating::Softmax, true, 1.f}, 1},
+};
+
+TEST(ShaderMoeFused, BlockMatchesHostReference) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(std::string(type_name(c.gu)) + "/" + type_name(c.dn) + " E " + std::to_string(c.E) + " F " +
+                 std::to_string(c.F) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K));
+    if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+    Block b(c, e);
+    const uint32_t E = c.E, F = c.F, K = c.K;
+    for (uint32_t grid : grids(e)) {
+      SCOPED_TRACE("grid " + std::to_string(grid));
+      const std::vector<float> x = e.randn(E, 1.5f);
+      const Out o = run_block(e, b, x, grid, 5, 7);
+      EXPECT_EQ(o.flag, 99u) << "a finite block must leave the non-finite flag";
+      EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0)) << "the counters must be left at 0";
+      // Router logits.
+      const std::vector<double> xn = b.xn_of(x, b.norm_w);
+      for (uint32_t r = 0; r < c.N; ++r) {
+        double want = 0, mag = 0;
+        for (uint32_t i = 0; i < E; ++i) {
+          want += b.router[size_t(r) * E + i] * xn[i];
+          mag += std::fabs(b.router[size_t(r) * E + i] * xn[i]);
+        }
+        ASSERT_NEAR(o.logits[r], want, 1e-5 * mag + 1e-6) << "logit " << r;
+      }
+      // Routing of the kernel's logits.
+      std::vector<int> ids(K);
+      std::vector<float> wts(K);
+      route_topk(o.logits.data(), nullptr, int(c.N), int(K), c.rp, ids.data(), wts.data());
+      for (uint32_t j = 0; j < K; ++j) {
+        ASSERT_EQ(o.ids[j], ids[j]) << "rank " << j;
+        ASSERT_NEAR(o.wts[j], wts[j], 1e-5 * std::fabs(wts[j]) + 1e-7) << "rank " << j;
+      }
+      // The experts' activations on int8-rounded xn.
+      const std::vector<double> xq = q8_round(xn);
+      for (uint32_t j = 0; j < K; ++j)
+        for (uint32_t f = 0; f < F; ++f) {
+          const size_t row = (size_t(ids[j]) * F + f) * E;
+          double g = 0, u = 0, mg = 0, mu = 0;
+          for (uint32_t i = 0; i < E; ++i) {
+            g += b.gate.w[row + i] * xq[i];
+            u += b.up.w[row + i] * xq[i];
+            mg += std::fabs(b.gate.w[row + i] * xq[i]);
+            mu += std::fabs(b.up.w[row + i] * xq[i]);
+          }
+          const double eg = 1e-4 * mg + 1e-6, eu = 1e-4 * mu + 1e-6;
+          const double tol = 1.2 * (eg * (std::fabs(u) + eu) + eu * (std::fabs(g) + eg)) + 1e-6;
+          ASSERT_NEAR(o.h[j * F + f], act(g, u, c.act), tol) << "expert rank " << j << " row " << f;
+        }
+      // Down products of the kernel's h, weighted into x.
+      std::vector<double> h(o.h.begin(), o.h.end());
+      const std::vector<double> hq = q8_round(h);
+      std::vector<float> want_x(E);
+      for (uint32_t r = 0; r < E; ++r) {
+        double s = x[r], mag = std::fabs(x[r]);
+        for (uint32_t j = 0; j < K; ++j) {
+          const size_t row = (size_t(ids[j]) * E + r) * F;
+          for (uint32_t i = 0; i < F; ++i) {
+            s += o.wts[j] * b.down.w[row + i] * hq[j * F + i];
+            mag += std::fabs(o.wts[j] * b.down.w[row + i] * hq[j * F + i]);
+          }
+        }
+        want_x[r] = float(s);
+        ASSERT_NEAR(o.x[r], s, 2e-5 * mag + 1e-6) << "x row " << r;
+      }
+      // The next layer's norm of the kernel's x.
+      const std::vector<double> xn2 = b.xn_of(o.x, b.next_w);
+      for (uint32_t i = 0; i < E; ++i) ASSERT_NEAR(o.xn[i], xn2[i], 1e-5 * std::fabs(xn2[i]) + 1e-6) << "xn " << i;
+    }
+  }
+}
+
+TEST(ShaderMoeFused, NonFiniteInputLowersTheFlag) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const Case& c = kCases[0];
+  if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+  Block b(c, e);
+  std::vector<float> x = e.randn(c.E, 1.f);
+  x[3] = std::numeric_limits<float>::infinity();
+  for (uint32_t grid : grids(e)) {
+    EXPECT_EQ(run_block(e, b, x, grid, 5, 7).flag, 5u) << "the entry check comes first; grid " << grid;
+    const Out o = run_block(e, b, x, grid, 0, 7);
+    EXPECT_EQ(o.flag, 7u) << "without an entry check, the exit check; grid " << grid;
+    for (int32_t id : o.ids) EXPECT_TRUE(id >= 0 && uint32_t(id) < c.N) << "ids stay in range; grid " << grid;
+    EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0));
+  }
+}
+
+// The kernel's push constants (shaders/moe_decode_fused.comp), to launch fewer
+// workgroups than the grid it waits for.
+struct Push {
+  uint32_t n_embd, n_ff, n_expert, k;
+  float eps;
+  uint32_t check_in, check_out, gu_stride, dn_stride, grid, counter, spin_limit, topk_normalize, topk_gating;
+  float topk_scale;
+  uint32_t glu_act, next_norm;
+};
+
+TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const Case& c = kCases[1];
+  if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+  Block b(c, e);
+  const DeviceInfo& d = e.ctx->info();
+  const uint32_t wg = std::min<uint32_t>(256, std::bit_floor(d.max_workgroup_invocations));
+  const uint32_t tpr = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
+  const Pipeline& p = e.ctx->pipeline("moe_decode_fused_q4_k_q4_k", 14, sizeof(Push),
+                                      {wg, tpr, 2, std::max(c.E, c.K * c.F) / 4});
+  Buffer bx = e.buf(e.randn(c.E)), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q),
+         bu = e.buf(b.up.q), bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N)),
+         bh = e.buf(std::vector<float>(c.K * c.F)), bi = e.buf(std::vector<int32_t>(c.K)),
+         bw = e.buf(std::vector<float>(c.K)), bc = e.buf(std::vector<uint32_t>(2, 0)),
+         bf = e.buf(std::vector<uint32_t>(1, 99));
+  const Push push{c.E, c.F, c.N, c.K, 1e-6f, 0, 0, uint32_t(b.gu_stride), uint32_t(b.dn_stride),
+                  /*grid*/ 2, 0, /*spin_limit*/ 1000, 0, 0, 1.f, 0, 0};
+  e.record([&](Recorder& r) { r.dispatch(p, {bx, bn, br, bg, bu, bd, bl, bh, bi, bw, bc, bx, bx, bf}, push, 1); });
+  EXPECT_EQ(e.read<uint32_t>(bf, 1)[0], 1u) << "the lost wait lowers the flag to 1";
+  EXPECT_TRUE(std::isnan(e.read<float>(bx, 1)[0])) << "and poisons x";
+}
+
+}  // namespace
