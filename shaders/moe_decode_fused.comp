@@ -18,9 +18,11 @@
 // 5 = Q4_K, 6 = Q5_K, 7 = Q6_K).
 // Specialization: 0 = workgroup size (a power of 2, <= 512), 1 = TPR lanes per
 // row (power of 2, <= subgroup size), 2 = RPT rows a lane group works on at
-// once (1..4), 3 = XQ_WORDS (>= max(n_embd, k * n_ff) / 4).
+// once (1..4), 3 = XQ_WORDS (>= max(n_embd, k * n_ff) / 4), 4 = XS4 (n_embd / 4),
+// 5 = UPL: units of a down row a lane loads before it computes them (1..4).
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
-// 1 and writes NaN into x, so the token fails loudly instead of silently.
+// 1 and writes NaN into x, so the token fails loudly instead of silently; a
+// wait that finds first_bad at 1 gives up at once (one loss, one timeout).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -39,8 +41,10 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 32;
 layout(constant_id = 2) const uint RPT = 2;
 layout(constant_id = 3) const uint XQ_WORDS = 1536;
+layout(constant_id = 4) const uint XS4 = 512;
+layout(constant_id = 5) const uint UPL = 4;
 const uint WG = gl_WorkGroupSize.x;
-const uint MAX_RPT = 4;
+const uint MAX_RPT = 4, MAX_UPL = 4;
 
 layout(set = 0, binding = 0) coherent buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 0) coherent buffer X1 { float x1[]; };
@@ -77,6 +81,7 @@ layout(push_constant) uniform Push {
   uint glu_act, next_norm;
 } p;
 
+shared vec4 xs[XS4];  // x * ffn_norm (the router's input before its scale)
 shared ivec4 xq[XQ_WORDS / 4];
 shared vec2 xds[XQ_WORDS / 8];
 shared int sel_id[64];
@@ -142,7 +147,7 @@ void grid_barrier(uint n) {
     sync_lost = false;
     atomicAdd(counter[p.counter], 1u);
     // Two nested loops: llvmpipe ends any one loop after 65535 iterations.
-    bool arrived = false;
+    bool arrived = atomicAdd(first_bad, 0u) == 1u;  // an earlier wait was lost
     for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived; ++outer)
       for (uint inner = 0; inner < 1024; ++inner)
         if (atomicAdd(counter[p.counter], 0u) >= n * p.grid) {
@@ -165,12 +170,13 @@ float sum_over_lanes(float v) {
 }
 
 // rmsnorm scale of the n_embd values of x; where report, a non-finite sum of
-// squares lowers first_bad to check (0: no check).
-float norm_scale(uint check, bool report) {
+// squares lowers first_bad to check (0: no check). With stage, xs = x * ffn_norm.
+float norm_scale(uint check, bool report, bool stage) {
   float ss = 0.0;
   for (uint i = gl_LocalInvocationID.x; i < p.n_embd / 4; i += WG) {
     const vec4 v = x4[i];
     ss += dot(v, v);
+    if (stage) xs[i] = v * norm_w4[i];
   }
   ss = wg_sum(ss);
   if (check != 0 && report && gl_LocalInvocationID.x == 0 && (isnan(ss) || isinf(ss)))
@@ -189,18 +195,18 @@ void main() {
   const uint gg = wg * (WG / TPR) + tid / TPR;
 
   // 1. The ffn norm (each workgroup) and the router's logits.
-  const float scale = norm_scale(p.check_in, wg == 0);
+  const float scale = norm_scale(p.check_in, wg == 0, true);
   const uint sgs = p.grid * gl_NumSubgroups;
   for (uint row = wg * gl_NumSubgroups + gl_SubgroupID; row < p.n_expert; row += sgs) {
     float acc = 0.0;
     for (uint i = gl_SubgroupInvocationID; i < E4; i += gl_SubgroupSize)
-      acc += dot(router4[row * E4 + i], x4[i] * norm_w4[i]);
+      acc += dot(router4[row * E4 + i], xs[i]);
     acc = subgroupAdd(acc);
     if (subgroupElect()) logits[row] = acc * scale;
   }
   for (uint blk = t; blk < E / 32; blk += WG) {
     vec4 v[8];
-    [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = x4[blk * 8 + i] * scale * norm_w4[blk * 8 + i];
+    [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = xs[blk * 8 + i] * scale;
     q8x_quantize_block(v, blk);
   }
   grid_barrier(1);
@@ -262,17 +268,26 @@ void main() {
     for (uint r0 = gg * RPT; r0 < E; r0 += groups * RPT) {
       float acc[MAX_RPT];
       [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) acc[r] = 0.0;
-      for (uint u = lane; u < units; u += TPR) {
-        const uint j = u / units_e, ue = u % units_e;
-        const uint b = ue / d_UPB, kk = ue % d_UPB;
-        const uint base = uint(sel_id[j]) * estride + b * d_BLOCK_UNITS;
-        const d_XData xd = d_load_x(j * nb + b, kk);
-        d_WData wd[MAX_RPT];
-        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-          if (r < RPT) wd[r] = d_load_w(base + min(r0 + r, E - 1) * row_units, kk);
-        const float wj = sel_w[j];
-        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-          if (r < RPT) acc[r] += wj * d_dot_w(wd[r], kk, xd);
+      for (uint u0 = lane; u0 < units; u0 += TPR * UPL) {
+        // All of this pass's weight loads first, then their dot products.
+        d_WData wd[MAX_UPL][MAX_RPT];
+        [[unroll]] for (uint q = 0; q < MAX_UPL; ++q) {
+          const uint u = min(u0 + q * TPR, units - 1);
+          const uint j = u / units_e, ue = u % units_e;
+          const uint base = uint(sel_id[j]) * estride + (ue / d_UPB) * d_BLOCK_UNITS;
+          [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+            if (q < UPL && r < RPT) wd[q][r] = d_load_w(base + min(r0 + r, E - 1) * row_units, ue % d_UPB);
+        }
+        [[unroll]] for (uint q = 0; q < MAX_UPL; ++q) {
+          const uint u = u0 + q * TPR;
+          if (q < UPL && u < units) {
+            const uint j = u / units_e, ue = u % units_e;
+            const d_XData xd = d_load_x(j * nb + ue / d_UPB, ue % d_UPB);
+            const float wj = sel_w[j];
+            [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+              if (r < RPT) acc[r] += wj * d_dot_w(wd[q][r], ue % d_UPB, xd);
+          }
+        }
       }
       [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
         if (r < RPT) {
@@ -295,6 +310,6 @@ void main() {
   barrier();
   if (!is_last || p.next_norm == 0) return;
   memoryBarrierBuffer();
-  const float s = norm_scale(p.check_out, true);
+  const float s = norm_scale(p.check_out, true, false);
   for (uint i = t; i < E4; i += WG) xn4[i] = x4[i] * s * next_norm_w4[i];
 }

@@ -280,10 +280,10 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
   if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
   Block b(c, e);
   const DeviceInfo& d = e.ctx->info();
-  const uint32_t wg = std::min<uint32_t>(256, std::bit_floor(d.max_workgroup_invocations));
+  const uint32_t wg = std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
   const uint32_t tpr = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
   const Pipeline& p = e.ctx->pipeline("moe_decode_fused_q4_k_q4_k", 14, sizeof(Push),
-                                      {wg, tpr, 2, std::max(c.E, c.K * c.F) / 4});
+                                      {wg, tpr, 1, std::max(c.E, c.K * c.F) / 4, c.E / 4, 4});
   Buffer bx = e.buf(e.randn(c.E)), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q),
          bu = e.buf(b.up.q), bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N)),
          bh = e.buf(std::vector<float>(c.K * c.F)), bi = e.buf(std::vector<int32_t>(c.K)),

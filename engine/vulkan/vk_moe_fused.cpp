@@ -25,7 +25,7 @@ struct FusedPush {
 constexpr uint32_t kMaxWorkgroup = 512, kMaxExperts = 1024, kMaxTopk = 64, kTopkShared = 512;
 // Polls of a grid barrier before it gives up (seconds on any device, far more
 // than a token's whole block takes).
-constexpr uint32_t kSpinLimit = 1u << 22;
+constexpr uint32_t kSpinLimit = 1u << 20;
 
 bool int8_type(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
@@ -33,20 +33,21 @@ bool int8_type(GgmlType t) {
 
 uint32_t workgroup_for(const DeviceInfo& d) {
   if (const char* s = std::getenv("VKMOE_MOE_FUSED_WG")) return uint32_t(std::atoi(s));
-  return std::min<uint32_t>(256, std::bit_floor(d.max_workgroup_invocations));
+  return std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
 }
 
-uint32_t rows_at_once() {
-  if (const char* s = std::getenv("VKMOE_MOE_FUSED_RPT")) return std::clamp(std::atoi(s), 1, 4);
-  return 2;
+// Launch-shape knobs for measuring (defaults from the H200; docs/PERF.md run 36).
+uint32_t env_1_to_4(const char* name, uint32_t def) {
+  if (const char* s = std::getenv(name)) return uint32_t(std::clamp(std::atoi(s), 1, 4));
+  return def;
 }
 
 // x as int8 for the larger of the two products' inputs, in int32 words.
 uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k) { return std::max(n_embd, k * n_ff) / 4; }
 
-uint64_t shared_bytes(uint32_t wg, uint32_t words) {
+uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
   const uint64_t topk = 2 * 4 * 1024 + 2 * 4 * 64 + 64 + 2 * 2 * 4 * kTopkShared;
-  return topk + 5ull * words + 4ull * wg + 2 * 4 * 64 + 8;
+  return topk + 4ull * n_embd + 5ull * words + 4ull * wg + 2 * 4 * 64 + 8;
 }
 
 void check_binding(const char* what, const BufferRange& b, uint64_t bytes) {
@@ -76,7 +77,7 @@ bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType 
     return false;
   const uint32_t wg = workgroup_for(d);
   if (wg < 32 || wg > kMaxWorkgroup || !std::has_single_bit(wg) || n_expert > 32 * wg) return false;
-  return shared_bytes(wg, xq_words(n_embd, n_ff, k)) <= d.max_shared_memory_bytes;
+  return shared_bytes(wg, n_embd, xq_words(n_embd, n_ff, k)) <= d.max_shared_memory_bytes;
 }
 
 void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
@@ -130,7 +131,9 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   const std::string name = std::string("moe_decode_fused_") + gpu_weight_type(a.gate_up_type)->suffix + "_" +
                            gpu_weight_type(a.down_type)->suffix;
   const Pipeline& p =
-      ctx.pipeline(name, 14, sizeof(FusedPush), {wg, tpr, rows_at_once(), xq_words(a.n_embd, a.n_ff, a.k)});
+      ctx.pipeline(name, 14, sizeof(FusedPush),
+                   {wg, tpr, env_1_to_4("VKMOE_MOE_FUSED_RPT", 1), xq_words(a.n_embd, a.n_ff, a.k), a.n_embd / 4,
+                    env_1_to_4("VKMOE_MOE_FUSED_UPL", 4)});
   // Without a next norm its bindings are unused: bind x in their place.
   rec.dispatch(p,
                {a.x, a.ffn_norm, a.router_w, a.gate, a.up, a.down, a.logits, a.h, a.ids, a.weights, a.counters,
