@@ -6,7 +6,8 @@
 //      router's logits, rows spread over the grid's subgroups.      | barrier
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids
 //      and weights); h[j] = act(gate_j . xn, up_j . xn) for the k experts,
-//      rows spread over the grid.                                    | barrier
+//      rows spread over the grid (GU_SPLIT: gate_j . xn into h, up_j . xn
+//      into hu, their activation formed in step 3).                  | barrier
 //   3. x[r] += sum_j w[j] down_j[r] . h[j], rows spread over the grid; the
 //      last workgroup to finish resets the counters and, with next_norm,
 //      writes xn = rmsnorm(x) * next_norm_w (the next layer's input).
@@ -39,10 +40,13 @@ int sdot4(int a, int b, spirv_literal int packed_format);
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 32;
-layout(constant_id = 2) const uint RPT = 2;
+layout(constant_id = 2) const uint RPT = 1;
 layout(constant_id = 3) const uint XQ_WORDS = 1536;
 layout(constant_id = 4) const uint XS4 = 512;
-layout(constant_id = 5) const uint UPL = 4;
+layout(constant_id = 5) const uint UPL = 1;
+// 6 = GU_SPLIT: 1: a lane group computes a gate or an up row (half the
+// registers, twice the items), their activation formed as h is quantized.
+layout(constant_id = 6) const uint GU_SPLIT = 0;
 const uint WG = gl_WorkGroupSize.x;
 const uint MAX_RPT = 4, MAX_UPL = 4;
 
@@ -69,6 +73,8 @@ layout(set = 0, binding = 10) coherent buffer C { uint counter[]; };
 layout(set = 0, binding = 11) readonly buffer NNW { vec4 next_norm_w4[]; };
 layout(set = 0, binding = 12) writeonly buffer XN { vec4 xn4[]; };
 layout(set = 0, binding = 13) buffer F { uint first_bad; };
+layout(set = 0, binding = 14) coherent buffer UP4 { vec4 hu4[]; };  // GU_SPLIT: the up products
+layout(set = 0, binding = 14) coherent buffer UP1 { float hu1[]; };
 
 layout(push_constant) uniform Push {
   uint n_embd, n_ff, n_expert, k;
@@ -214,7 +220,37 @@ void main() {
   // 2. Top-k, then the k experts' gate and up products with their activation.
   route_topk(0);
   barrier();
-  {
+  if (GU_SPLIT != 0) {
+    // Item 2 i + w: row i % F of expert rank i / F of gate (w = 0) or up (w = 1).
+    const uint KF2 = 2 * K * F;
+    const uint nb = E / g_QK;
+    const uint units = nb * g_UPB, row_units = nb * g_BLOCK_UNITS;
+    for (uint it0 = gg * RPT; it0 < KF2; it0 += groups * RPT) {
+      float acc[MAX_RPT];
+      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) acc[r] = 0.0;
+      for (uint u = lane; u < units; u += TPR) {
+        const uint b = u / g_UPB, kk = u % g_UPB;
+        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+          if (r < RPT) {
+            const uint item = min(it0 + r, KF2 - 1), i = item >> 1;
+            const uint rb = uint(sel_id[i / F]) * (p.gu_stride / g_UNIT_BYTES) + (i % F) * row_units + b * g_BLOCK_UNITS;
+            if ((item & 1u) == 0)
+              acc[r] += g_dot_w(g_load_w(rb, kk), kk, g_load_x(b, kk));
+            else
+              acc[r] += u_dot_w(u_load_w(rb, kk), kk, u_load_x(b, kk));
+          }
+      }
+      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
+        if (r < RPT) {
+          const uint item = it0 + r;
+          const float v = sum_over_lanes(acc[r]);
+          if (lane == 0 && item < KF2) {
+            if ((item & 1u) == 0) h1[item >> 1] = v;
+            else hu1[item >> 1] = v;
+          }
+        }
+    }
+  } else {
     const uint KF = K * F;
     const uint nb = E / g_QK;
     const uint units = nb * g_UPB, row_units = nb * g_BLOCK_UNITS;
@@ -258,7 +294,8 @@ void main() {
     const uint KF = K * F;
     for (uint blk = t; blk < KF / 32; blk += WG) {
       vec4 v[8];
-      [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = h4[blk * 8 + i];
+      [[unroll]] for (uint i = 0; i < 8; ++i)
+        v[i] = GU_SPLIT != 0 ? glu(h4[blk * 8 + i], hu4[blk * 8 + i], p.glu_act) : h4[blk * 8 + i];
       q8x_quantize_block(v, blk);
     }
     barrier();

@@ -61,7 +61,8 @@ void check_binding(const char* what, const BufferRange& b, uint64_t bytes) {
 
 uint32_t moe_fused_grid(const DeviceInfo& d) {
   if (const char* s = std::getenv("VKMOE_MOE_FUSED_GRID")) return uint32_t(std::max(0, std::atoi(s)));
-  return d.compute_units;
+  // AMD's CUs pair into WGPs that may run one large workgroup at a time: one per pair.
+  return d.vendor_id == 0x1002 ? d.compute_units / 2 : d.compute_units;
 }
 
 bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType down, uint32_t n_embd,
@@ -100,6 +101,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   check_binding("down", a.down, (N - 1) * a.down_stride + E * dn_row);
   check_binding("logits", a.logits, N * 4);
   check_binding("h", a.h, K * F * 4);
+  if (a.hu.buffer != VK_NULL_HANDLE) check_binding("hu", a.hu, K * F * 4);
   check_binding("ids", a.ids, K * 4);
   check_binding("weights", a.weights, K * 4);
   check_binding("counters", a.counters, (uint64_t(a.counter) + 2) * 4);
@@ -130,14 +132,15 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        next_norm ? 1u : 0u};
   const std::string name = std::string("moe_decode_fused_") + gpu_weight_type(a.gate_up_type)->suffix + "_" +
                            gpu_weight_type(a.down_type)->suffix;
+  const bool split = a.hu.buffer != VK_NULL_HANDLE;
   const Pipeline& p =
-      ctx.pipeline(name, 14, sizeof(FusedPush),
+      ctx.pipeline(name, 15, sizeof(FusedPush),
                    {wg, tpr, env_1_to_4("VKMOE_MOE_FUSED_RPT", 1), xq_words(a.n_embd, a.n_ff, a.k), a.n_embd / 4,
-                    env_1_to_4("VKMOE_MOE_FUSED_UPL", 4)});
+                    env_1_to_4("VKMOE_MOE_FUSED_UPL", 1), split ? 1u : 0u});
   // Without a next norm its bindings are unused: bind x in their place.
   rec.dispatch(p,
                {a.x, a.ffn_norm, a.router_w, a.gate, a.up, a.down, a.logits, a.h, a.ids, a.weights, a.counters,
-                next_norm ? a.next_norm : a.x, next_norm ? a.xn : a.x, a.flags},
+                next_norm ? a.next_norm : a.x, next_norm ? a.xn : a.x, a.flags, split ? a.hu : a.h},
                push, grid);
 }
 
