@@ -6,8 +6,7 @@
 //      router's logits, rows spread over the grid's subgroups.      | barrier
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids
 //      and weights); h[j] = act(gate_j . xn, up_j . xn) for the k experts,
-//      rows spread over the grid (GU_SPLIT: gate_j . xn into h, up_j . xn
-//      into hu, their activation formed in step 3).                  | barrier
+//      rows spread over the grid.                                    | barrier
 //   3. x[r] += sum_j w[j] down_j[r] . h[j], rows spread over the grid; the
 //      last workgroup to finish resets the counters and, with next_norm,
 //      writes xn = rmsnorm(x) * next_norm_w (the next layer's input).
@@ -18,9 +17,10 @@
 // Compile-time: GU_WT, DN_WT: weight types of gate/up and of down (4 = Q8_0,
 // 5 = Q4_K, 6 = Q5_K, 7 = Q6_K).
 // Specialization: 0 = workgroup size (a power of 2, <= 512), 1 = TPR lanes per
-// row (power of 2, <= subgroup size), 2 = RPT rows a lane group works on at
-// once (1..4), 3 = XQ_WORDS (>= max(n_embd, k * n_ff) / 4), 4 = XS4 (n_embd / 4),
-// 5 = UPL: units of a down row a lane loads before it computes them (1..4).
+// row (power of 2, <= subgroup size), 2 = XQ_WORDS (>= max(n_embd, k * n_ff) /
+// 4), 3 = XS4 (n_embd / 4). A lane group works on one row at a time, a lane on
+// one unit of it at a time: more rows or units at once measured slower on an
+// H200 (registers; docs/PERF.md run 36).
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
 // 1 and writes NaN into x, so the token fails loudly instead of silently; a
 // wait that finds first_bad at 1 gives up at once (one loss, one timeout).
@@ -40,15 +40,9 @@ int sdot4(int a, int b, spirv_literal int packed_format);
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 32;
-layout(constant_id = 2) const uint RPT = 1;
-layout(constant_id = 3) const uint XQ_WORDS = 1536;
-layout(constant_id = 4) const uint XS4 = 512;
-layout(constant_id = 5) const uint UPL = 1;
-// 6 = GU_SPLIT: 1: a lane group computes a gate or an up row (half the
-// registers, twice the items), their activation formed as h is quantized.
-layout(constant_id = 6) const uint GU_SPLIT = 0;
+layout(constant_id = 2) const uint XQ_WORDS = 1536;
+layout(constant_id = 3) const uint XS4 = 512;
 const uint WG = gl_WorkGroupSize.x;
-const uint MAX_RPT = 4, MAX_UPL = 4;
 
 layout(set = 0, binding = 0) coherent buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 0) coherent buffer X1 { float x1[]; };
@@ -73,8 +67,6 @@ layout(set = 0, binding = 10) coherent buffer C { uint counter[]; };
 layout(set = 0, binding = 11) readonly buffer NNW { vec4 next_norm_w4[]; };
 layout(set = 0, binding = 12) writeonly buffer XN { vec4 xn4[]; };
 layout(set = 0, binding = 13) buffer F { uint first_bad; };
-layout(set = 0, binding = 14) coherent buffer UP4 { vec4 hu4[]; };  // GU_SPLIT: the up products
-layout(set = 0, binding = 14) coherent buffer UP1 { float hu1[]; };
 
 layout(push_constant) uniform Push {
   uint n_embd, n_ff, n_expert, k;
@@ -220,71 +212,23 @@ void main() {
   // 2. Top-k, then the k experts' gate and up products with their activation.
   route_topk(0);
   barrier();
-  if (GU_SPLIT != 0) {
-    // Item 2 i + w: row i % F of expert rank i / F of gate (w = 0) or up (w = 1).
-    const uint KF2 = 2 * K * F;
-    const uint nb = E / g_QK;
-    const uint units = nb * g_UPB, row_units = nb * g_BLOCK_UNITS;
-    for (uint it0 = gg * RPT; it0 < KF2; it0 += groups * RPT) {
-      float acc[MAX_RPT];
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) acc[r] = 0.0;
-      for (uint u = lane; u < units; u += TPR) {
-        const uint b = u / g_UPB, kk = u % g_UPB;
-        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-          if (r < RPT) {
-            const uint item = min(it0 + r, KF2 - 1), i = item >> 1;
-            const uint rb = uint(sel_id[i / F]) * (p.gu_stride / g_UNIT_BYTES) + (i % F) * row_units + b * g_BLOCK_UNITS;
-            if ((item & 1u) == 0)
-              acc[r] += g_dot_w(g_load_w(rb, kk), kk, g_load_x(b, kk));
-            else
-              acc[r] += u_dot_w(u_load_w(rb, kk), kk, u_load_x(b, kk));
-          }
-      }
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-        if (r < RPT) {
-          const uint item = it0 + r;
-          const float v = sum_over_lanes(acc[r]);
-          if (lane == 0 && item < KF2) {
-            if ((item & 1u) == 0) h1[item >> 1] = v;
-            else hu1[item >> 1] = v;
-          }
-        }
-    }
-  } else {
+  {
     const uint KF = K * F;
     const uint nb = E / g_QK;
     const uint units = nb * g_UPB, row_units = nb * g_BLOCK_UNITS;
-    for (uint it0 = gg * RPT; it0 < KF; it0 += groups * RPT) {
-      uint rb[MAX_RPT];
-      float ag[MAX_RPT], au[MAX_RPT];
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) {
-        const uint item = min(it0 + r, KF - 1);  // tail items recompute the last one
-        rb[r] = uint(sel_id[item / F]) * (p.gu_stride / g_UNIT_BYTES) + (item % F) * row_units;
-        ag[r] = 0.0;
-        au[r] = 0.0;
-      }
+    for (uint item = gg; item < KF; item += groups) {
+      const uint rb = uint(sel_id[item / F]) * (p.gu_stride / g_UNIT_BYTES) + (item % F) * row_units;
+      float ag = 0.0, au = 0.0;
       for (uint u = lane; u < units; u += TPR) {
         const uint b = u / g_UPB, kk = u % g_UPB;
-        const g_XData xd = g_load_x(b, kk);
-        const u_XData xu = u_load_x(b, kk);  // the same values, as the up inclusion's type
-        g_WData wg_[MAX_RPT];
-        u_WData wu_[MAX_RPT];
-        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-          if (r < RPT) {
-            wg_[r] = g_load_w(rb[r] + b * g_BLOCK_UNITS, kk);
-            wu_[r] = u_load_w(rb[r] + b * g_BLOCK_UNITS, kk);
-          }
-        [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-          if (r < RPT) {
-            ag[r] += g_dot_w(wg_[r], kk, xd);
-            au[r] += u_dot_w(wu_[r], kk, xu);
-          }
+        const g_WData wg_ = g_load_w(rb + b * g_BLOCK_UNITS, kk);
+        const u_WData wu_ = u_load_w(rb + b * g_BLOCK_UNITS, kk);
+        ag += g_dot_w(wg_, kk, g_load_x(b, kk));
+        au += u_dot_w(wu_, kk, u_load_x(b, kk));  // the same x, as the up inclusion's type
       }
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-        if (r < RPT) {
-          const float g = sum_over_lanes(ag[r]), v = sum_over_lanes(au[r]);
-          if (lane == 0 && it0 + r < KF) h1[it0 + r] = glu(g, v, p.glu_act);
-        }
+      ag = sum_over_lanes(ag);
+      au = sum_over_lanes(au);
+      if (lane == 0) h1[item] = glu(ag, au, p.glu_act);
     }
   }
   grid_barrier(2);
@@ -294,43 +238,24 @@ void main() {
     const uint KF = K * F;
     for (uint blk = t; blk < KF / 32; blk += WG) {
       vec4 v[8];
-      [[unroll]] for (uint i = 0; i < 8; ++i)
-        v[i] = GU_SPLIT != 0 ? glu(h4[blk * 8 + i], hu4[blk * 8 + i], p.glu_act) : h4[blk * 8 + i];
+      [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = h4[blk * 8 + i];
       q8x_quantize_block(v, blk);
     }
     barrier();
     const uint nb = F / d_QK;
     const uint units_e = nb * d_UPB, units = K * units_e, row_units = nb * d_BLOCK_UNITS;
     const uint estride = p.dn_stride / d_UNIT_BYTES;
-    for (uint r0 = gg * RPT; r0 < E; r0 += groups * RPT) {
-      float acc[MAX_RPT];
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r) acc[r] = 0.0;
-      for (uint u0 = lane; u0 < units; u0 += TPR * UPL) {
-        // All of this pass's weight loads first, then their dot products.
-        d_WData wd[MAX_UPL][MAX_RPT];
-        [[unroll]] for (uint q = 0; q < MAX_UPL; ++q) {
-          const uint u = min(u0 + q * TPR, units - 1);
-          const uint j = u / units_e, ue = u % units_e;
-          const uint base = uint(sel_id[j]) * estride + (ue / d_UPB) * d_BLOCK_UNITS;
-          [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-            if (q < UPL && r < RPT) wd[q][r] = d_load_w(base + min(r0 + r, E - 1) * row_units, ue % d_UPB);
-        }
-        [[unroll]] for (uint q = 0; q < MAX_UPL; ++q) {
-          const uint u = u0 + q * TPR;
-          if (q < UPL && u < units) {
-            const uint j = u / units_e, ue = u % units_e;
-            const d_XData xd = d_load_x(j * nb + ue / d_UPB, ue % d_UPB);
-            const float wj = sel_w[j];
-            [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-              if (r < RPT) acc[r] += wj * d_dot_w(wd[q][r], ue % d_UPB, xd);
-          }
-        }
+    for (uint row = gg; row < E; row += groups) {
+      // The row of each of the k experts, one after another (units_e units each).
+      float acc = 0.0;
+      for (uint u = lane; u < units; u += TPR) {
+        const uint j = u / units_e, ue = u % units_e;
+        const uint b = ue / d_UPB, kk = ue % d_UPB;
+        const d_WData wd = d_load_w(uint(sel_id[j]) * estride + row * row_units + b * d_BLOCK_UNITS, kk);
+        acc += sel_w[j] * d_dot_w(wd, kk, d_load_x(j * nb + b, kk));
       }
-      [[unroll]] for (uint r = 0; r < MAX_RPT; ++r)
-        if (r < RPT) {
-          const float s = sum_over_lanes(acc[r]);
-          if (lane == 0 && r0 + r < E) x1[r0 + r] += s;
-        }
+      acc = sum_over_lanes(acc);
+      if (lane == 0) x1[row] += acc;
     }
   }
 

@@ -373,9 +373,6 @@ bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   a.down_stride = lw.down_exps.expert_bytes();
   a.logits = a_.rlog;
   a.h = a_.eg;
-  static const bool gate_up_split = std::getenv("VKMOE_MOE_FUSED_GU_SPLIT") != nullptr &&
-                                    !vk::env_off("VKMOE_MOE_FUSED_GU_SPLIT");
-  if (gate_up_split) a.hu = a_.eu;
   a.ids = a_.ids;
   a.weights = a_.wts;
   a.counters = a_.counters;

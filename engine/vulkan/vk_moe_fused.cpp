@@ -36,11 +36,6 @@ uint32_t workgroup_for(const DeviceInfo& d) {
   return std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
 }
 
-// Launch-shape knobs for measuring (defaults from the H200; docs/PERF.md run 36).
-uint32_t env_1_to_4(const char* name, uint32_t def) {
-  if (const char* s = std::getenv(name)) return uint32_t(std::clamp(std::atoi(s), 1, 4));
-  return def;
-}
 
 // x as int8 for the larger of the two products' inputs, in int32 words.
 uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k) { return std::max(n_embd, k * n_ff) / 4; }
@@ -101,7 +96,6 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   check_binding("down", a.down, (N - 1) * a.down_stride + E * dn_row);
   check_binding("logits", a.logits, N * 4);
   check_binding("h", a.h, K * F * 4);
-  if (a.hu.buffer != VK_NULL_HANDLE) check_binding("hu", a.hu, K * F * 4);
   check_binding("ids", a.ids, K * 4);
   check_binding("weights", a.weights, K * 4);
   check_binding("counters", a.counters, (uint64_t(a.counter) + 2) * 4);
@@ -132,15 +126,12 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        next_norm ? 1u : 0u};
   const std::string name = std::string("moe_decode_fused_") + gpu_weight_type(a.gate_up_type)->suffix + "_" +
                            gpu_weight_type(a.down_type)->suffix;
-  const bool split = a.hu.buffer != VK_NULL_HANDLE;
   const Pipeline& p =
-      ctx.pipeline(name, 15, sizeof(FusedPush),
-                   {wg, tpr, env_1_to_4("VKMOE_MOE_FUSED_RPT", 1), xq_words(a.n_embd, a.n_ff, a.k), a.n_embd / 4,
-                    env_1_to_4("VKMOE_MOE_FUSED_UPL", 1), split ? 1u : 0u});
+      ctx.pipeline(name, 14, sizeof(FusedPush), {wg, tpr, xq_words(a.n_embd, a.n_ff, a.k), a.n_embd / 4});
   // Without a next norm its bindings are unused: bind x in their place.
   rec.dispatch(p,
                {a.x, a.ffn_norm, a.router_w, a.gate, a.up, a.down, a.logits, a.h, a.ids, a.weights, a.counters,
-                next_norm ? a.next_norm : a.x, next_norm ? a.xn : a.x, a.flags, split ? a.hu : a.h},
+                next_norm ? a.next_norm : a.x, next_norm ? a.xn : a.x, a.flags},
                push, grid);
 }
 

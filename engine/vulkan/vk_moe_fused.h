@@ -25,10 +25,6 @@ struct MoeFusedDecodeArgs {
   BufferRange gate, up, down;            // stacked experts, gate_up_stride / down_stride bytes apart
   uint64_t gate_up_stride = 0, down_stride = 0;
   BufferRange logits, h;                 // scratch: n_expert and k * n_ff floats
-  // Optional scratch of k * n_ff floats: with it, gate and up rows are
-  // separate items (half the registers, twice the items), their products
-  // in h and hu until the activation.
-  BufferRange hu;
   BufferRange ids, weights;              // the chosen experts and their weights (k each)
   BufferRange counters;                  // two uints at counter, zero between dispatches (left zero)
   uint32_t counter = 0;
@@ -39,8 +35,8 @@ struct MoeFusedDecodeArgs {
 
 // Workgroups the fused dispatch uses on this device: VKMOE_MOE_FUSED_GRID when
 // set, else one per compute unit where the driver reports them (NVIDIA SMs;
-// on AMD one per two CUs), else 0 (not used). Launch-shape knobs for
-// measuring: VKMOE_MOE_FUSED_WG (512), _RPT (1), _UPL (1).
+// on AMD one per two CUs), else 0 (not used). VKMOE_MOE_FUSED_WG sets the
+// workgroup size (512) for measuring.
 uint32_t moe_fused_grid(const DeviceInfo& d);
 // Whether the fused kernel takes this block: int8 dot products, subgroup
 // arithmetic and shuffles, weight types Q8_0/Q4_K/Q5_K/Q6_K (gate and up
