@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <random>
 
@@ -77,6 +78,34 @@ void expect_logits_match_cpu(const std::string& spec, int n_ctx, int n_prompt, i
 // match the CPU reference.
 TEST(GpuForward, LongContextSplitDecodeMatchesCpuReference) { expect_logits_match_cpu("arch=qwen3moe", 320, 300, 3); }
 
+using TokenEval = std::function<std::vector<float>(int32_t)>;
+
+// Six tokens the CPU reference picks after `prompt`, decoded by two GPU
+// engines on int8 activations (the prompt already given to both): `tested`'s
+// logits stay within that rounding of the f32 reference while the reference
+// routes clear of it. Returns the largest relative difference between the
+// two engines' logits.
+double int8_decode_near_cpu(CpuForward& ref, const std::vector<int32_t>& prompt, const TokenEval& tested,
+                            const TokenEval& other) {
+  // The int8 rounding of x (<= 1/254 of a block's largest value) moves router
+  // logits by up to ~1e-2 here (the final logits by 0.4-1%): compare only while
+  // the reference routed clear of that.
+  const float margin = 5e-2f;
+  const double tol = 3e-2;
+  auto r = ref.eval(prompt);
+  double differs = 0;
+  for (int i = 0; i < 6; ++i) {
+    const int32_t t = argmax(r);
+    r = ref.eval({t});
+    const auto g = tested(t);
+    differs = std::max(differs, max_rel_diff(g, other(t)));
+    if (!routes_clear_of_ties(ref, "token " + std::to_string(i), margin)) break;
+    EXPECT_LT(max_rel_diff(g, r), tol) << "token " << i;
+    if (max_rel_diff(g, r) >= tol) break;
+  }
+  return differs;
+}
+
 // With int8 activations (the CLI's default where the device accelerates
 // integer dot products), the one-token products of K-quant weights quantize
 // their input per 32 values: decode logits stay within that rounding of the
@@ -93,24 +122,11 @@ TEST(GpuForward, Int8ActivationDecodeStaysNearCpuReference) {
   o.gpu_q8 = EngineOptions::GpuQ8::On;
   auto gpu_q8 = make_engine(*m, o);
   CpuForward ref(*m, o.n_ctx);
-  // The int8 rounding of x (<= 1/254 of a block's largest value) moves router
-  // logits by up to ~1e-2 here (the final logits by 0.4-1%): compare only while
-  // the reference routed clear of that.
-  const float margin = 5e-2f;
-  const double tol = 3e-2;
-  std::vector<int32_t> prompt = {5, 77, 301};
-  auto r = ref.eval(prompt);
+  const std::vector<int32_t> prompt = {5, 77, 301};
   gpu_f32->eval(prompt);
   gpu_q8->eval(prompt);  // the prompt's GEMMs keep f32 activations
-  double differs = 0;
-  for (int i = 0; i < 6; ++i) {
-    const int32_t t = argmax(r);
-    r = ref.eval({t});
-    const auto g = gpu_q8->eval({t});
-    differs = std::max(differs, max_rel_diff(g, gpu_f32->eval({t})));
-    if (!routes_clear_of_ties(ref, "token " + std::to_string(i), margin)) break;
-    ASSERT_LT(max_rel_diff(g, r), tol) << "token " << i;
-  }
+  const double differs = int8_decode_near_cpu(
+      ref, prompt, [&](int32_t t) { return gpu_q8->eval({t}); }, [&](int32_t t) { return gpu_f32->eval({t}); });
   EXPECT_GT(differs, 1e-5) << "the int8-activation products did not run";
 }
 
@@ -128,29 +144,21 @@ TEST(GpuForward, FusedMoeDecodeStaysNearCpuReference) {
   o.gemm = "tiled";
   o.gpu_q8 = EngineOptions::GpuQ8::On;
   auto fused = make_engine(*m, o);
-  auto split = make_engine(*m, o);
+  auto apart = make_engine(*m, o);
   CpuForward ref(*m, o.n_ctx);
-  auto eval_with_grid = [](Engine& e, int32_t t, const char* grid) {
-    setenv("VKMOE_MOE_FUSED_GRID", grid, 1);  // read as each token is recorded
-    auto l = e.eval({t});
-    unsetenv("VKMOE_MOE_FUSED_GRID");
-    return l;
+  // The grid is read as each token is recorded; 0: the block's four dispatches.
+  auto with_grid = [](Engine& e, const char* grid) {
+    return [&e, grid](int32_t t) {
+      setenv("VKMOE_MOE_FUSED_GRID", grid, 1);
+      auto l = e.eval({t});
+      unsetenv("VKMOE_MOE_FUSED_GRID");
+      return l;
+    };
   };
-  const float margin = 5e-2f;  // as Int8ActivationDecodeStaysNearCpuReference
-  const double tol = 3e-2;
-  std::vector<int32_t> prompt = {9, 40, 222};
-  auto r = ref.eval(prompt);
+  const std::vector<int32_t> prompt = {9, 40, 222};
   fused->eval(prompt);
-  split->eval(prompt);
-  double differs = 0;
-  for (int i = 0; i < 6; ++i) {
-    const int32_t t = argmax(r);
-    r = ref.eval({t});
-    const auto g = eval_with_grid(*fused, t, "1");
-    differs = std::max(differs, max_rel_diff(g, eval_with_grid(*split, t, "0")));
-    if (!routes_clear_of_ties(ref, "token " + std::to_string(i), margin)) break;
-    ASSERT_LT(max_rel_diff(g, r), tol) << "token " << i;
-  }
+  apart->eval(prompt);
+  const double differs = int8_decode_near_cpu(ref, prompt, with_grid(*fused, "1"), with_grid(*apart, "0"));
   EXPECT_GT(differs, 0.0) << "the fused MoE dispatch did not run";
 }
 
