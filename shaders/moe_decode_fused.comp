@@ -1,7 +1,7 @@
 #version 450
 // One decoded token's routed-MoE block in one dispatch whose `grid`
 // workgroups wait for each other at two grid barriers (the host launches no
-// more workgroups than the device runs at once; see vk_moe.h):
+// more workgroups than the device runs at once; see vk_moe_fused.h):
 //   1. xn = rmsnorm(x) * ffn_norm, formed by every workgroup for itself; the
 //      router's logits, rows spread over the grid's subgroups.      | barrier
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids

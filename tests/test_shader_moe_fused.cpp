@@ -163,7 +163,8 @@ std::vector<uint32_t> grids(test::VkEnv& e) {
 }
 
 bool fused_available(test::VkEnv& e, const Case& c) {
-  return moe_fused_decode_supported(e.ctx->info(), c.gu, c.dn, c.E, c.F, c.N, c.K, c.rp);
+  return moe_fused_decode_supported(e.ctx->info(), c.gu, c.dn, c.E, c.F, c.N, c.K, c.rp,
+                                    row_bytes(c.gu, c.E) * c.F, row_bytes(c.dn, c.F) * c.E);
 }
 
 const Case kCases[] = {

@@ -349,7 +349,8 @@ bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
       spec.expert_bias || spec.shared != SharedExpert::None || g.router.type != GgmlType::F32 ||
       lw.gate_exps.type() != lw.up_exps.type() ||
       !vk::moe_fused_decode_supported(dev, lw.gate_exps.type(), lw.down_exps.type(), c_.n_embd, c_.n_ff_exp,
-                                      c_.n_expert, c_.n_expert_used, c_.router))
+                                      c_.n_expert, c_.n_expert_used, c_.router, lw.gate_exps.expert_bytes(),
+                                      lw.down_exps.expert_bytes()))
     return false;
   vk::MoeFusedDecodeArgs a;
   a.gate_up_type = lw.gate_exps.type();

@@ -36,7 +36,6 @@ uint32_t workgroup_for(const DeviceInfo& d) {
   return std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
 }
 
-
 // x as int8 for the larger of the two products' inputs, in int32 words.
 uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k) { return std::max(n_embd, k * n_ff) / 4; }
 
@@ -61,11 +60,18 @@ uint32_t moe_fused_grid(const DeviceInfo& d) {
 }
 
 bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType down, uint32_t n_embd,
-                                uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp) {
+                                uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp,
+                                uint64_t gate_up_stride, uint64_t down_stride) {
   if (!d.integer_dot || !d.subgroup_arithmetic || !d.subgroup_shuffle || d.subgroup_size == 0) return false;
   if (!int8_type(gate_up) || !int8_type(down)) return false;
   for (GgmlType t : {gate_up, down})
     if (gpu_weight_type_missing_feature(d, t)) return false;
+  // The kernel takes the strides in 32-bit bytes and indexes the stacked
+  // experts in 32-bit units of the type's alignment.
+  if (gate_up_stride > UINT32_MAX || down_stride > UINT32_MAX ||
+      uint64_t(n_expert) * gate_up_stride / gpu_weight_type(gate_up)->align > UINT32_MAX ||
+      uint64_t(n_expert) * down_stride / gpu_weight_type(down)->align > UINT32_MAX)
+    return false;
   const uint32_t qk_gu = gpu_weight_type(gate_up)->block_elems, qk_dn = gpu_weight_type(down)->block_elems;
   if (n_embd == 0 || n_embd % qk_gu != 0 || n_embd % 32 != 0 || n_ff == 0 || n_ff % qk_dn != 0 || n_ff % 32 != 0)
     return false;
@@ -79,15 +85,14 @@ bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType 
 void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   Context& ctx = rec.context();
   const DeviceInfo& d = ctx.info();
-  if (!moe_fused_decode_supported(d, a.gate_up_type, a.down_type, a.n_embd, a.n_ff, a.n_expert, a.k, a.router))
+  if (!moe_fused_decode_supported(d, a.gate_up_type, a.down_type, a.n_embd, a.n_ff, a.n_expert, a.k, a.router,
+                                  a.gate_up_stride, a.down_stride))
     throw Error("internal error: moe_decode_fused does not take this block");
   const uint32_t grid = a.grid ? a.grid : moe_fused_grid(d);
   if (grid == 0 || grid > d.max_workgroup_count[0]) throw Error("internal error: moe_decode_fused grid");
-  if (a.gate_up_stride > UINT32_MAX || a.down_stride > UINT32_MAX)
-    throw Error("internal error: moe_decode_fused expert strides past 4 GiB");
   const uint64_t E = a.n_embd, F = a.n_ff, N = a.n_expert, K = a.k;
-  const uint64_t gu_row = E / gpu_weight_type(a.gate_up_type)->block_elems * gpu_weight_type(a.gate_up_type)->block_bytes;
-  const uint64_t dn_row = F / gpu_weight_type(a.down_type)->block_elems * gpu_weight_type(a.down_type)->block_bytes;
+  const GpuWeightType &gu = *gpu_weight_type(a.gate_up_type), &dn = *gpu_weight_type(a.down_type);
+  const uint64_t gu_row = E / gu.block_elems * gu.block_bytes, dn_row = F / dn.block_elems * dn.block_bytes;
   check_binding("x", a.x, E * 4);
   check_binding("ffn norm", a.ffn_norm, E * 4);
   check_binding("router", a.router_w, N * E * 4);
@@ -124,8 +129,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        a.router.scale,
                        a.glu_act,
                        next_norm ? 1u : 0u};
-  const std::string name = std::string("moe_decode_fused_") + gpu_weight_type(a.gate_up_type)->suffix + "_" +
-                           gpu_weight_type(a.down_type)->suffix;
+  const std::string name = std::string("moe_decode_fused_") + gu.suffix + "_" + dn.suffix;
   const Pipeline& p =
       ctx.pipeline(name, 14, sizeof(FusedPush), {wg, tpr, xq_words(a.n_embd, a.n_ff, a.k), a.n_embd / 4});
   // Without a next norm its bindings are unused: bind x in their place.

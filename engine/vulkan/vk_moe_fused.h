@@ -41,9 +41,11 @@ uint32_t moe_fused_grid(const DeviceInfo& d);
 // Whether the fused kernel takes this block: int8 dot products, subgroup
 // arithmetic and shuffles, weight types Q8_0/Q4_K/Q5_K/Q6_K (gate and up
 // alike), n_embd a multiple of the gate/up block and of 32, n_ff of the down
-// block, n_expert <= 1024, k <= 64, no expert groups.
+// block, n_expert <= 1024, k <= 64, no expert groups, stacked experts (at
+// their strides in bytes) that 32-bit unit indices reach.
 bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType down, uint32_t n_embd,
-                                uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp);
+                                uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp,
+                                uint64_t gate_up_stride, uint64_t down_stride);
 void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a);
 
 }  // namespace vkmoe::vk
