@@ -4,9 +4,9 @@
 // logits, ids and weights (route_topk of the kernel's logits), the experts'
 // activations h, x after the combine and the next layer's norm, for a grid of
 // one workgroup and, on GPUs, of one per compute unit (they wait for each
-// other at grid barriers). Also: non-finite inputs
-// lower the flag, and a grid whose workgroups cannot all arrive gives up and
-// poisons x instead of hanging. Fresh random inputs each run (seed printed).
+// other at grid barriers). Also: non-finite inputs lower the flag, and a grid
+// whose workgroups cannot all arrive gives up and poisons x instead of
+// hanging. Fresh random inputs each run (seed printed).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,8 +48,8 @@ double act(double g, double u, uint32_t a) {
 }
 
 struct Expert {
-  std::vector<uint8_t> q;     // rows x cols of type t
-  std::vector<float> w;       // the same dequantized
+  std::vector<uint8_t> q;  // rows x cols of its type
+  std::vector<float> w;    // the same, dequantized
 };
 
 struct Case {
@@ -62,7 +62,7 @@ struct Case {
 struct Block {
   const Case& c;
   test::VkEnv& e;
-  std::vector<float> x, norm_w, next_w, router;
+  std::vector<float> norm_w, next_w, router;
   Expert gate, up, down;  // all experts stacked
   size_t gu_stride, dn_stride;
 
@@ -90,7 +90,7 @@ struct Block {
     }
     return x;
   }
-  // The router's logits of x in double, as the kernel forms them.
+  // rmsnorm(xi) * w in double (eps 1e-6, as run_block passes).
   std::vector<double> xn_of(const std::vector<float>& xi, const std::vector<float>& w) const {
     double ss = 0;
     for (float v : xi) ss += double(v) * v;
