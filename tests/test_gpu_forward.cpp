@@ -134,10 +134,12 @@ TEST(GpuForward, Int8ActivationDecodeStaysNearCpuReference) {
 // grid of one workgroup here, as lavapipe runs workgroups one after another):
 // logits stay within the int8 rounding of the f32 CPU reference, as the
 // separate int8 dispatches do, and differ from theirs (the fused path ran).
-TEST(GpuForward, FusedMoeDecodeStaysNearCpuReference) {
+// Qwen3 (normalized softmax), OLMoE (softmax over all experts) and Mixtral.
+class GpuForwardFusedMoe : public ::testing::TestWithParam<std::string> {};
+TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  auto m = synth("arch=qwen3moe,quant=Q4_K_M", seed);
+  auto m = synth(GetParam() + ",quant=Q4_K_M", seed);
   EngineOptions o;
   o.n_ctx = 32;
   o.kv_type = "f32";
@@ -161,6 +163,8 @@ TEST(GpuForward, FusedMoeDecodeStaysNearCpuReference) {
   const double differs = int8_decode_near_cpu(ref, prompt, with_grid(*fused, "1"), with_grid(*apart, "0"));
   EXPECT_GT(differs, 0.0) << "the fused MoE dispatch did not run";
 }
+INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardFusedMoe, ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=llama"),
+                         [](const auto& info) { return info.param.substr(5); });
 
 // An F16 KV cache (the default): decoding folds the q/k norms, the rotation
 // and the cache store into the attention kernel where it can. Logits stay
