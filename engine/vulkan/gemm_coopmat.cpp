@@ -22,6 +22,7 @@
 
 #include "base/error.h"
 #include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
@@ -138,10 +139,7 @@ uint32_t split_columns(uint32_t wgs, uint32_t ncols, uint32_t bk, uint64_t plane
 }
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: coopmat GEMM ") + what + " binding is empty");
-  if (end_bytes > b.range)
-    throw Error(std::string("internal error: coopmat GEMM ") + what + " needs " + std::to_string(end_bytes) +
-                " bytes but its binding covers " + std::to_string(b.range));
+  check_binding("coopmat GEMM", what, b, end_bytes);
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: coopmat GEMM ") + what + " range exceeds 4 GiB");
 }
 

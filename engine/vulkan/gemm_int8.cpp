@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/vk_check.h"
 
 namespace vkmoe::vk {
 namespace {
@@ -52,10 +53,7 @@ struct GemmInt8Push {
 };
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: int8 GEMM ") + what + " binding is empty");
-  if (end_bytes > b.range)
-    throw Error(std::string("internal error: int8 GEMM ") + what + " needs " + std::to_string(end_bytes) +
-                " bytes but its binding covers " + std::to_string(b.range));
+  check_binding("int8 GEMM", what, b, end_bytes);
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: int8 GEMM ") + what + " range exceeds 4 GiB");
 }
 

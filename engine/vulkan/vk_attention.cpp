@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/vulkan/attention_coopmat.h"
+#include "engine/vulkan/vk_check.h"
 
 namespace vkmoe::vk {
 namespace {
@@ -45,10 +46,7 @@ struct SplitReducePush {
 };
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: attention ") + what + " binding is empty");
-  if (end_bytes > b.range)
-    throw Error(std::string("internal error: attention ") + what + " needs " + std::to_string(end_bytes) +
-                " bytes but its binding covers " + std::to_string(b.range));
+  check_binding("attention", what, b, end_bytes);
 }
 
 void check_heads(const char* what, uint32_t n_tokens, uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv,

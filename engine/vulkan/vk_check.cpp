@@ -62,4 +62,12 @@ bool env_on(const char* name) {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+void check_binding(const char* kernel, const char* what, const BufferRange& b, uint64_t end_bytes) {
+  if (b.buffer == VK_NULL_HANDLE)
+    throw Error(std::string("internal error: ") + kernel + " " + what + " binding is empty");
+  if (end_bytes > b.range)
+    throw Error(std::string("internal error: ") + kernel + " " + what + " needs " + std::to_string(end_bytes) +
+                " bytes but its binding covers " + std::to_string(b.range));
+}
+
 }  // namespace vkmoe::vk

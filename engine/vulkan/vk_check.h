@@ -13,4 +13,9 @@ void check(VkResult r, const char* what);
 // bytes as MiB with one decimal.
 std::string mib(uint64_t bytes);
 
+struct BufferRange;
+// Throws "internal error: <kernel> <what> ..." unless binding b is bound and
+// covers end_bytes.
+void check_binding(const char* kernel, const char* what, const BufferRange& b, uint64_t end_bytes);
+
 }  // namespace vkmoe::vk

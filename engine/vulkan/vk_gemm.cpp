@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/vulkan/gemm_paths.h"
+#include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
@@ -59,10 +60,7 @@ const Tile& dense_tile(uint32_t nrows, uint32_t n_tokens) {
 }
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: gemm ") + what + " binding is empty");
-  if (end_bytes > b.range)
-    throw Error(std::string("internal error: gemm ") + what + " needs " + std::to_string(end_bytes) +
-                " bytes but its binding covers " + std::to_string(b.range));
+  check_binding("gemm", what, b, end_bytes);
 }
 
 // Validates what every path relies on; returns the type's layout.

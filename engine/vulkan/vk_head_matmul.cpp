@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
@@ -15,10 +16,7 @@ struct HeadMatmulPush {
 constexpr uint32_t kRowsPerWorkgroup = 8, kTokensPerWorkgroup = 4;  // head_matmul.comp's RPW, NT
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: head_matmul ") + what + " binding is empty");
-  if (end_bytes > b.range)
-    throw Error(std::string("internal error: head_matmul ") + what + " needs " + std::to_string(end_bytes) +
-                " bytes but its binding covers " + std::to_string(b.range));
+  check_binding("head_matmul", what, b, end_bytes);
 }
 
 // One past the last float of [t][h][off + (0..width)] rows.

@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 
+#include "engine/vulkan/vk_check.h"
 #include "engine/vulkan/vk_moe.h"
 #include "engine/vulkan/weight_types.h"
 
@@ -190,10 +191,7 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
 namespace {
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  if (b.buffer == VK_NULL_HANDLE) throw Error(std::string("internal error: matvec ") + what + " binding is empty");
-  if (end_bytes > b.range)
-    throw Error(std::string("internal error: matvec ") + what + " needs " + std::to_string(end_bytes) +
-                " bytes but its binding covers " + std::to_string(b.range));
+  check_binding("matvec", what, b, end_bytes);
   if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: matvec ") + what + " range exceeds 4 GiB");
 }
 

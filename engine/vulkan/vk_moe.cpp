@@ -4,6 +4,8 @@
 #include <bit>
 #include <string>
 
+#include "engine/vulkan/vk_check.h"
+
 namespace vkmoe::vk {
 namespace {
 
@@ -32,21 +34,13 @@ constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kMaxGroups = 64, kCombineW
 // moe_group: one workgroup, as large as the device allows within these bounds.
 constexpr uint32_t kGroupWorkgroup = 256, kGroupWorkgroupMax = 1024;
 
-void check_range(const char* kernel, const char* what, const BufferRange& b, uint64_t bytes) {
-  if (b.buffer == VK_NULL_HANDLE)
-    throw Error(std::string("internal error: ") + kernel + " " + what + " binding is empty");
-  if (bytes > b.range)
-    throw Error(std::string("internal error: ") + kernel + " " + what + " needs " + std::to_string(bytes) +
-                " bytes but its binding covers " + std::to_string(b.range));
-}
-
 void check_layout(const char* kernel, const MoeTableLayout& l, const BufferRange& table) {
   const MoeTableLayout want = MoeTableLayout::make(l.n_tokens, l.k, 0);
   if (l.k == 0 || l.tile_expert_off != want.tile_expert_off || l.max_tiles < want.max_tiles ||
       l.slot_token_off < l.tile_expert_off + l.max_tiles || l.pair_slot_off < l.slot_token_off + l.max_slots() ||
       l.words < l.pair_slot_off + l.n_tokens * l.k)
     throw Error(std::string("internal error: ") + kernel + " got an inconsistent MoeTableLayout");
-  check_range(kernel, "table", table, l.bytes());
+  check_binding(kernel, "table", table, l.bytes());
 }
 
 }  // namespace
@@ -67,15 +61,15 @@ void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
   if (a.logit_stride < a.n_expert) throw Error("internal error: moe_topk logit_stride < n_expert");
   const RouterParams& rp = a.router;
   const bool has_bias = a.bias.buffer != VK_NULL_HANDLE;
-  if (has_bias) check_range("moe_topk", "bias", a.bias, uint64_t(a.n_expert) * 4);
+  if (has_bias) check_binding("moe_topk", "bias", a.bias, uint64_t(a.n_expert) * 4);
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
   if (a.n_tokens > dev.max_workgroup_count[0]) throw Error("internal error: moe_topk with too many tokens");
   if (a.splits == 0) throw Error("internal error: moe_topk with no logit planes");
-  check_range("moe_topk", "logits", a.logits,
+  check_binding("moe_topk", "logits", a.logits,
               (uint64_t(a.splits - 1) * a.split_plane + uint64_t(a.n_tokens - 1) * a.logit_stride + a.n_expert) * 4);
-  check_range("moe_topk", "ids", a.ids, uint64_t(a.n_tokens) * a.k * 4);
-  check_range("moe_topk", "weights", a.weights, uint64_t(a.n_tokens) * a.k * 4);
+  check_binding("moe_topk", "ids", a.ids, uint64_t(a.n_tokens) * a.k * 4);
+  check_binding("moe_topk", "weights", a.weights, uint64_t(a.n_tokens) * a.k * 4);
 
   // One lane per expert up to 256 lanes (each lane owns at most 32 experts),
   // at least 64 lanes and at least a subgroup.
@@ -99,7 +93,7 @@ void record_moe_group(Recorder& rec, const MoeGroupArgs& a) {
   const uint64_t pairs = uint64_t(l.n_tokens) * l.k;
   if (l.max_tiles < MoeTableLayout::make(l.n_tokens, l.k, a.n_expert).max_tiles)
     throw Error("internal error: moe_group layout has too few tiles for " + std::to_string(a.n_expert) + " experts");
-  check_range("moe_group", "ids", a.ids, pairs * 4);
+  check_binding("moe_group", "ids", a.ids, pairs * 4);
   Context& ctx = rec.context();
   const DeviceInfo& d = ctx.info();
   const uint32_t wg =
@@ -116,19 +110,19 @@ void record_moe_combine(Recorder& rec, const MoeCombineArgs& a) {
   if (a.y_stride < a.n || a.x_stride < a.n) throw Error("internal error: moe_combine stride < n");
   Context& ctx = rec.context();
   if (l.n_tokens > ctx.info().max_workgroup_count[1]) throw Error("internal error: moe_combine with too many tokens");
-  check_range("moe_combine", "y", a.y, (uint64_t(l.max_slots() - 1) * a.y_stride + a.n) * 4);
-  check_range("moe_combine", "weights", a.weights, uint64_t(l.n_tokens) * l.k * 4);
-  check_range("moe_combine", "x", a.x, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
+  check_binding("moe_combine", "y", a.y, (uint64_t(l.max_slots() - 1) * a.y_stride + a.n) * 4);
+  check_binding("moe_combine", "weights", a.weights, uint64_t(l.n_tokens) * l.k * 4);
+  check_binding("moe_combine", "x", a.x, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
   const CombinePush push{l, a.n, a.y_stride, a.x_stride};
   if (a.norm_w.buffer != VK_NULL_HANDLE) {
     if ((a.n | a.y_stride | a.x_stride) % 4 != 0 || l.k > kMaxTopk)
       throw Error("internal error: moe_combine with a norm needs rows of 4-value words and k <= 64");
     if (l.n_tokens > ctx.info().max_workgroup_count[0]) throw Error("internal error: moe_combine with too many tokens");
-    check_range("moe_combine", "norm weights", a.norm_w, uint64_t(a.n) * 4);
-    check_range("moe_combine", "xn", a.xn, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
+    check_binding("moe_combine", "norm weights", a.norm_w, uint64_t(a.n) * 4);
+    check_binding("moe_combine", "xn", a.xn, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
     const bool has_h = a.xh.buffer != VK_NULL_HANDLE;
-    if (has_h) check_range("moe_combine", "xh", a.xh, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 2);
-    check_range("moe_combine", "flags", a.flags, 4);
+    if (has_h) check_binding("moe_combine", "xh", a.xh, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 2);
+    check_binding("moe_combine", "flags", a.flags, 4);
     const CombineNormPush pn{push, a.eps, a.check, has_h ? 1u : 0u};
     rec.dispatch(ctx.pipeline("moe_combine_rows_norm", 8, sizeof(CombineNormPush)),
                  {a.y, a.weights, a.table, a.x, a.norm_w, a.xn, a.flags, has_h ? a.xh : a.xn}, pn, l.n_tokens);
