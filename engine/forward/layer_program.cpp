@@ -345,7 +345,8 @@ bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   const LayerSpec& spec = lw.spec;
   const GpuLayer& g = g_.layers[il];
   const vk::DeviceInfo& dev = ops_.ctx().info();
-  if (!enabled || !ops_.int8_x() || vk::moe_fused_grid(dev) == 0 || spec.router_bias || spec.probs_bias ||
+  const uint32_t grid = vk::moe_fused_grid(dev);
+  if (!enabled || !ops_.int8_x() || grid == 0 || spec.router_bias || spec.probs_bias ||
       spec.expert_bias || spec.shared != SharedExpert::None || g.router.type != GgmlType::F32 ||
       lw.gate_exps.type() != lw.up_exps.type() ||
       !vk::moe_fused_decode_supported(dev, lw.gate_exps.type(), lw.down_exps.type(), c_.n_embd, c_.n_ff_exp,
@@ -383,6 +384,7 @@ bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
     a.xn = a_.xn;
   }
   a.flags = a_.non_finite;
+  a.grid = grid;
   vk::record_moe_fused_decode(r, a);
   r.barrier();
   mark_(r, next_norm ? "MoE block (fused) + next norm" : "MoE block (fused)");

@@ -60,12 +60,11 @@ std::optional<TypeLayout> layout_of(GgmlType t) {
 
 bool pow2(uint32_t v) { return v && !(v & (v - 1)); }
 
-// Types with an int8-x shader.
+}  // namespace
+
 bool q8x_supported_type(GgmlType t) {
   return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
 }
-
-}  // namespace
 
 bool matvec_supported(GgmlType t) { return gpu_weight_type(t) != nullptr; }
 

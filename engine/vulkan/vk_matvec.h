@@ -10,6 +10,9 @@
 
 namespace vkmoe::vk {
 
+// Types with int8-activation kernels (shaders/q8x_type.glsl).
+bool q8x_supported_type(GgmlType t);
+
 // Weight types with a GPU matvec: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K, Q4_0, Q4_1,
 // Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, IQ4_XS (gpu_weight_type_missing_feature:
 // what some need of the device).

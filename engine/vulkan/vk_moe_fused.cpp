@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/vulkan/vk_check.h"
+#include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
@@ -29,12 +30,9 @@ constexpr uint32_t kMaxWorkgroup = 512, kMaxExperts = 1024, kMaxTopk = 64, kTopk
 // than a token's whole block takes).
 constexpr uint32_t kSpinLimit = 1u << 20;
 
-bool int8_type(GgmlType t) {
-  return t == GgmlType::Q8_0 || t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::Q6_K;
-}
-
 uint32_t workgroup_for(const DeviceInfo& d) {
-  if (const char* s = std::getenv("VKMOE_MOE_FUSED_WG")) return uint32_t(std::atoi(s));
+  static const char* forced = std::getenv("VKMOE_MOE_FUSED_WG");
+  if (forced) return uint32_t(std::atoi(forced));
   return std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
 }
 
@@ -58,7 +56,7 @@ bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType 
                                 uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp,
                                 uint64_t gate_up_stride, uint64_t down_stride) {
   if (!d.integer_dot || !d.subgroup_arithmetic || !d.subgroup_shuffle || d.subgroup_size == 0) return false;
-  if (!int8_type(gate_up) || !int8_type(down)) return false;
+  if (!q8x_supported_type(gate_up) || !q8x_supported_type(down)) return false;
   for (GgmlType t : {gate_up, down})
     if (gpu_weight_type_missing_feature(d, t)) return false;
   // The kernel takes the strides in 32-bit bytes and indexes the stacked
