@@ -84,7 +84,7 @@ shared ivec4 xq[XQ_WORDS / 4];
 shared vec2 xds[XQ_WORDS / 8];
 shared int sel_id[64];
 shared float sel_w[64];
-shared bool sync_lost, is_last;
+shared bool is_last;
 
 #include "q8x_quant.glsl"
 #define Q8X_WT GU_WT
@@ -142,7 +142,6 @@ void grid_barrier(uint n) {
   memoryBarrierBuffer();
   barrier();
   if (gl_LocalInvocationID.x == 0) {
-    sync_lost = false;
     atomicAdd(counter[p.counter], 1u);
     // Two nested loops: llvmpipe ends any one loop after 65535 iterations.
     bool arrived = atomicAdd(first_bad, 0u) == 1u;  // an earlier wait was lost
@@ -152,8 +151,7 @@ void grid_barrier(uint n) {
           arrived = true;
           break;
         }
-    sync_lost = !arrived;
-    if (sync_lost) {
+    if (!arrived) {
       atomicMin(first_bad, 1u);
       x1[0] = uintBitsToFloat(0x7fc00000u);
     }
