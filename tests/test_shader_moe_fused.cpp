@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 
+#include "cpu/ffn_act.h"
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
 #include "engine/vulkan/vk_moe_fused.h"
@@ -39,13 +40,8 @@ std::vector<double> q8_round(const std::vector<double>& x) {
   return r;
 }
 
-double act(double g, double u, uint32_t a) {
-  if (a == 1) {
-    const double xg = std::min(g, 7.0), xu = std::clamp(u, -7.0, 7.0);
-    return xg / (1 + std::exp(-1.702 * xg)) * (xu + 1);
-  }
-  return g / (1 + std::exp(-g)) * u;
-}
+// The kernel's activation (glu_act 0: SiLU, 1: gpt-oss's), as the CPU's.
+float act(double g, double u, uint32_t a) { return glu(a == 1 ? GluAct::OaiSwiGLU : GluAct::SiLU, float(g), float(u)); }
 
 struct Expert {
   std::vector<uint8_t> q;  // rows x cols of its type

@@ -103,6 +103,27 @@ TEST(ShaderTrunk, RmsNormWritesAnF16Copy) {
   }
 }
 
+namespace {
+
+// The split-K sum of n_tokens rows of nrows from `splits` planes of partials
+// into y at y_off, y_stride apart.
+GemmSplitSum split_sum(const Buffer& partials, const Buffer& y, uint32_t nrows, uint32_t n_tokens, uint32_t splits,
+                       uint32_t plane, uint32_t y_off, uint32_t y_stride, bool accumulate) {
+  GemmSplitSum s;
+  s.partials = partials;
+  s.y = y;
+  s.nrows = nrows;
+  s.n_tokens = n_tokens;
+  s.splits = splits;
+  s.plane = plane;
+  s.y_offset = y_off;
+  s.y_stride = y_stride;
+  s.accumulate = accumulate;
+  return s;
+}
+
+}  // namespace
+
 // The plain split-K sum: y (+)= the partial planes added in plane order from
 // 0, the same floats as that sum on the host; other elements untouched.
 TEST(ShaderTrunk, SplitSumAddsThePlanesInOrder) {
@@ -113,20 +134,8 @@ TEST(ShaderTrunk, SplitSumAddsThePlanesInOrder) {
   for (bool accumulate : {false, true}) {
     const auto y0 = e.randn(y_off + size_t(n_tokens) * y_stride);
     Buffer bp = e.buf(parts), by = e.buf(y0);
-    GemmSplitSum s;
-    s.partials = bp;
-    s.y = by;
-    s.nrows = nrows;
-    s.n_tokens = n_tokens;
-    s.splits = splits;
-    s.plane = plane;
-    s.y_offset = y_off;
-    s.y_stride = y_stride;
-    s.accumulate = accumulate;
-    Recorder rec(*e.ctx);
-    rec.begin();
-    record_gemm_split_sums(rec, {s});
-    rec.submit().wait();
+    GemmSplitSum s = split_sum(bp, by, nrows, n_tokens, splits, plane, y_off, y_stride, accumulate);
+    e.record([&](Recorder& r) { record_gemm_split_sums(r, {s}); });
     const auto y = e.read(by, y0.size());
     std::vector<float> want = y0;
     for (uint32_t t = 0; t < n_tokens; ++t)
@@ -153,25 +162,13 @@ TEST(ShaderTrunk, SplitSumWritesTheNorm) {
     if (poison) y0[y_off + 2 * y_stride + 5] = NAN;
     Buffer bp = e.buf(parts), by = e.buf(y0), bw = e.buf(w), bxn = e.buf(std::vector<float>(y0.size(), 7.f));
     Buffer flag = e.buf(std::vector<uint32_t>{kNone});
-    GemmSplitSum s;
-    s.partials = bp;
-    s.y = by;
-    s.nrows = nrows;
-    s.n_tokens = n_tokens;
-    s.splits = splits;
-    s.plane = plane;
-    s.y_offset = y_off;
-    s.y_stride = y_stride;
-    s.accumulate = true;
+    GemmSplitSum s = split_sum(bp, by, nrows, n_tokens, splits, plane, y_off, y_stride, true);
     s.norm_w = bw;
     s.xn = bxn;
     s.flags = flag;
     s.eps = 1e-6f;
     s.check = 5;
-    Recorder rec(*e.ctx);
-    rec.begin();
-    record_gemm_split_sums(rec, {s});
-    rec.submit().wait();
+    e.record([&](Recorder& r) { record_gemm_split_sums(r, {s}); });
     EXPECT_EQ(e.read<uint32_t>(flag, 1)[0], poison ? 5u : kNone);
     if (poison) continue;
     const auto y = e.read(by, y0.size()), xn = e.read(bxn, y0.size());
