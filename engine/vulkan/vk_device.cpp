@@ -226,6 +226,7 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
   d.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
   d.max_shared_memory_bytes = lim.maxComputeSharedMemorySize;
   d.max_storage_buffer_range = lim.maxStorageBufferRange;
+  d.max_storage_buffers = std::min(lim.maxPerStageDescriptorStorageBuffers, lim.maxPerStageResources);
   d.min_storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
   d.timestamp_period_ns = lim.timestampPeriod;
 

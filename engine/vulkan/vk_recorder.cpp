@@ -204,9 +204,11 @@ void Recorder::dispatch(const Pipeline& p, std::span<const BufferRange> bindings
   if (gx > di.max_workgroup_count[0] || gy > di.max_workgroup_count[1] || gz > di.max_workgroup_count[2])
     throw Error("internal error: " + p.shader + " dispatch of " + std::to_string(gx) + "x" + std::to_string(gy) +
                 "x" + std::to_string(gz) + " workgroups exceeds the device limit");
-  VkDescriptorBufferInfo infos[16];
-  VkWriteDescriptorSet writes[16];
-  if (bindings.size() > 16) throw Error("internal error: more than 16 bindings");
+  // 32: the least maxPushDescriptors a push-descriptor driver has.
+  constexpr size_t kMaxBindings = 32;
+  VkDescriptorBufferInfo infos[kMaxBindings];
+  VkWriteDescriptorSet writes[kMaxBindings];
+  if (bindings.size() > kMaxBindings) throw Error("internal error: more than 32 bindings");
   for (size_t i = 0; i < bindings.size(); ++i) {
     const BufferRange& b = bindings[i];
     if (b.buffer == VK_NULL_HANDLE) throw Error("internal error: " + p.shader + " binding " + std::to_string(i) + " is empty");

@@ -93,6 +93,7 @@ struct DeviceInfo {
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_shared_memory_bytes = 0;
   uint64_t max_storage_buffer_range = 0;   // largest range one binding may cover
+  uint32_t max_storage_buffers = 0;        // storage buffer bindings one shader may use
   uint64_t min_storage_offset_alignment = 0;  // binding offsets must be multiples
   uint64_t max_allocation_bytes = 0;
   bool timestamps = false;         // compute queue supports timestamps
