@@ -1,26 +1,31 @@
 #version 450
 // One decoded token's routed-MoE block in one dispatch whose `grid`
-// workgroups wait for each other at two grid barriers (the host launches no
-// more workgroups than the device runs at once; see vk_moe_fused.h):
+// workgroups wait for each other at grid barriers (the host launches no more
+// workgroups than the device runs at once; see vk_moe_fused.h):
+//   0. with O_WT: x += wo . att, the attention output projection, rows
+//      spread over the grid.                                        | barrier
 //   1. xn = rmsnorm(x) * ffn_norm, formed by every workgroup for itself; the
 //      router's logits, rows spread over the grid's subgroups.      | barrier
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids
 //      and weights); h[j] = act(gate_j . xn, up_j . xn) for the k experts,
 //      rows spread over the grid.                                    | barrier
-//   3. x[r] += sum_j w[j] down_j[r] . h[j], rows spread over the grid; the
-//      last workgroup to finish resets the counters and, with next_norm,
-//      writes xn = rmsnorm(x) * next_norm_w (the next layer's input).
+//   3. x[r] += sum_j w[j] down_j[r] . h[j], rows spread over the grid.
+//   4. with Q_WT: | barrier | xn = rmsnorm(x) * next_norm in every workgroup,
+//      then the next layer's q = wq . xn, k = wk . xn, v = wv . xn, rows
+//      spread over the grid.
+// The last workgroup to finish resets the counters and, with next_norm but
+// without step 4, writes xn = rmsnorm(x) * next_norm (the next layer's input).
 // A dispatch boundary between dependent steps costs several microseconds on
 // a GPU; a grid barrier is one atomic round trip.
-// Products on int8 activations as matvec_q8x.comp's (q8x_type.glsl): xn and
-// h are quantized per 32-element block in shared memory.
-// Compile-time: GU_WT, DN_WT: weight types of gate/up and of down (4 = Q8_0,
-// 5 = Q4_K, 6 = Q5_K, 7 = Q6_K).
+// Products on int8 activations as matvec_q8x.comp's (q8x_type.glsl): the
+// input of each product is quantized per 32-element block in shared memory.
 // Specialization: 0 = workgroup size (a power of 2, <= 512), 1 = TPR lanes per
-// row (power of 2, <= subgroup size), 2 = XQ_WORDS (>= max(n_embd, k * n_ff) /
-// 4), 3 = XS4 (n_embd / 4). A lane group works on one row at a time, a lane on
-// one unit of it at a time: more rows or units at once measured slower on an
-// H200 (registers; docs/PERF.md run 36).
+// row (power of 2, <= subgroup size), 2 = XQ_WORDS (>= max(n_embd, k * n_ff,
+// att_dim) / 4), 3 = XS4 (n_embd / 4), 4..9 = the weight types of gate/up,
+// down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 = Q5_K, 7 = Q6_K; O_WT 0: no
+// step 0, Q_WT 0: no step 4). A lane group works on one row at a time, a lane
+// on one unit of it at a time: more rows or units at once measured slower on
+// an H200 (registers; docs/PERF.md run 36).
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
 // 1 and writes NaN into x, so the token fails loudly instead of silently; a
 // wait that finds first_bad at 1 gives up at once (one loss, one timeout).
@@ -29,10 +34,8 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_spirv_intrinsics : require
-#if GU_WT == 4 || GU_WT == 7 || DN_WT == 4 || DN_WT == 7
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
-#endif
 
 // OpSDot (4450) on two int32 words of 4 packed signed bytes (format 0 = 4x8Bit).
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
@@ -42,22 +45,26 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint TPR = 32;
 layout(constant_id = 2) const uint XQ_WORDS = 1536;
 layout(constant_id = 3) const uint XS4 = 512;
+layout(constant_id = 4) const uint GU_WT = 5;
+layout(constant_id = 5) const uint DN_WT = 5;
+layout(constant_id = 6) const uint O_WT = 0;
+layout(constant_id = 7) const uint Q_WT = 0;
+layout(constant_id = 8) const uint K_WT = 0;
+layout(constant_id = 9) const uint V_WT = 0;
 const uint WG = gl_WorkGroupSize.x;
+
+// A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K).
+#define WEIGHTS(b, S)                                                \
+  layout(set = 0, binding = b) readonly buffer S##_B4 { uvec4 S##_w4[]; }; \
+  layout(set = 0, binding = b) readonly buffer S##_B2 { uint16_t S##_w2[]; };
 
 layout(set = 0, binding = 0) coherent buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 0) coherent buffer X1 { float x1[]; };
 layout(set = 0, binding = 1) readonly buffer NW { vec4 norm_w4[]; };
 layout(set = 0, binding = 2) readonly buffer R { vec4 router4[]; };
-layout(set = 0, binding = 3) readonly buffer G4 { uvec4 gate4[]; };
-layout(set = 0, binding = 4) readonly buffer U4 { uvec4 up4[]; };
-layout(set = 0, binding = 5) readonly buffer D4 { uvec4 down4[]; };
-#if GU_WT == 4 || GU_WT == 7
-layout(set = 0, binding = 3) readonly buffer G2 { uint16_t gate2[]; };
-layout(set = 0, binding = 4) readonly buffer U2 { uint16_t up2[]; };
-#endif
-#if DN_WT == 4 || DN_WT == 7
-layout(set = 0, binding = 5) readonly buffer D2 { uint16_t down2[]; };
-#endif
+WEIGHTS(3, g)
+WEIGHTS(4, u)
+WEIGHTS(5, d)
 layout(set = 0, binding = 6) coherent buffer L { float logits[]; };
 layout(set = 0, binding = 7) coherent buffer H4 { vec4 h4[]; };
 layout(set = 0, binding = 7) coherent buffer H1 { float h1[]; };
@@ -67,6 +74,14 @@ layout(set = 0, binding = 10) coherent buffer C { uint counter[]; };
 layout(set = 0, binding = 11) readonly buffer NNW { vec4 next_norm_w4[]; };
 layout(set = 0, binding = 12) writeonly buffer XN { vec4 xn4[]; };
 layout(set = 0, binding = 13) buffer F { uint first_bad; };
+layout(set = 0, binding = 14) readonly buffer Att { vec4 att4[]; };
+WEIGHTS(15, o)
+WEIGHTS(16, q)
+WEIGHTS(17, k)
+WEIGHTS(18, v)
+layout(set = 0, binding = 19) writeonly buffer QO { float q_out[]; };
+layout(set = 0, binding = 20) writeonly buffer KO { float k_out[]; };
+layout(set = 0, binding = 21) writeonly buffer VO { float v_out[]; };
 
 layout(push_constant) uniform Push {
   uint n_embd, n_ff, n_expert, k;
@@ -77,9 +92,10 @@ layout(push_constant) uniform Push {
   uint topk_normalize, topk_gating;
   float topk_scale;
   uint glu_act, next_norm;
+  uint att_dim, q_dim, kv_dim;  // wo's columns; rows of wq and of wk, wv
 } p;
 
-shared vec4 xs[XS4];  // x * ffn_norm (the router's input before its scale)
+shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
 shared ivec4 xq[XQ_WORDS / 4];
 shared vec2 xds[XQ_WORDS / 8];
 shared int sel_id[64];
@@ -87,27 +103,34 @@ shared float sel_w[64];
 shared bool is_last;
 
 #include "q8x_quant.glsl"
-#define Q8X_WT GU_WT
-#define Q8X(n) g_##n
-#define Q8X_W4(i) gate4[i]
-#define Q8X_W2(i) gate2[i]
-#include "q8x_type.glsl"
-#undef Q8X
-#undef Q8X_W4
-#undef Q8X_W2
-#define Q8X(n) u_##n
-#define Q8X_W4(i) up4[i]
-#define Q8X_W2(i) up2[i]
-#include "q8x_type.glsl"
-#undef Q8X
-#undef Q8X_W4
-#undef Q8X_W2
-#undef Q8X_WT
-#define Q8X_WT DN_WT
-#define Q8X(n) d_##n
-#define Q8X_W4(i) down4[i]
-#define Q8X_W2(i) down2[i]
-#include "q8x_type.glsl"
+#define Q8X_SLOT g
+#define Q8X_W4(i) g_w4[i]
+#define Q8X_W2(i) g_w2[i]
+#include "q8x_slot.glsl"
+#define Q8X_SLOT u
+#define Q8X_W4(i) u_w4[i]
+#define Q8X_W2(i) u_w2[i]
+#include "q8x_slot.glsl"
+#define Q8X_SLOT d
+#define Q8X_W4(i) d_w4[i]
+#define Q8X_W2(i) d_w2[i]
+#include "q8x_slot.glsl"
+#define Q8X_SLOT o
+#define Q8X_W4(i) o_w4[i]
+#define Q8X_W2(i) o_w2[i]
+#include "q8x_slot.glsl"
+#define Q8X_SLOT q
+#define Q8X_W4(i) q_w4[i]
+#define Q8X_W2(i) q_w2[i]
+#include "q8x_slot.glsl"
+#define Q8X_SLOT k
+#define Q8X_W4(i) k_w4[i]
+#define Q8X_W2(i) k_w2[i]
+#include "q8x_slot.glsl"
+#define Q8X_SLOT v
+#define Q8X_W4(i) v_w4[i]
+#define Q8X_W2(i) v_w2[i]
+#include "q8x_slot.glsl"
 
 #include "glu.glsl"
 #include "reduce.glsl"
@@ -166,13 +189,15 @@ float sum_over_lanes(float v) {
 }
 
 // rmsnorm scale of the n_embd values of x; where report, a non-finite sum of
-// squares lowers first_bad to check (0: no check). With stage, xs = x * ffn_norm.
-float norm_scale(uint check, bool report, bool stage) {
+// squares lowers first_bad to check (0: no check). stage: 1 xs = x *
+// ffn_norm, 2 xs = x * next_norm, 0 neither.
+float norm_scale(uint check, bool report, uint stage) {
   float ss = 0.0;
   for (uint i = gl_LocalInvocationID.x; i < p.n_embd / 4; i += WG) {
     const vec4 v = x4[i];
     ss += dot(v, v);
-    if (stage) xs[i] = v * norm_w4[i];
+    if (stage == 1) xs[i] = v * norm_w4[i];
+    if (stage == 2) xs[i] = v * next_norm_w4[i];
   }
   ss = wg_sum(ss);
   if (check != 0 && report && gl_LocalInvocationID.x == 0 && (isnan(ss) || isinf(ss)))
@@ -180,80 +205,170 @@ float norm_scale(uint check, bool report, bool stage) {
   return inversesqrt(ss / float(p.n_embd) + p.eps);
 }
 
-void main() {
-  const uint t = gl_LocalInvocationID.x;
-  const uint wg = gl_WorkGroupID.x;
-  const uint E = p.n_embd, F = p.n_ff, K = p.k;
-  const uint E4 = E / 4;
-  const uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
-  const uint lane = tid % TPR;
-  const uint groups = p.grid * (WG / TPR);  // lane groups in the grid
-  const uint gg = wg * (WG / TPR) + tid / TPR;
-
-  // 1. The ffn norm (each workgroup) and the router's logits.
-  const float scale = norm_scale(p.check_in, wg == 0, true);
-  const uint sgs = p.grid * gl_NumSubgroups;
-  for (uint row = wg * gl_NumSubgroups + gl_SubgroupID; row < p.n_expert; row += sgs) {
-    float acc = 0.0;
-    for (uint i = gl_SubgroupInvocationID; i < E4; i += gl_SubgroupSize)
-      acc += dot(router4[row * E4 + i], xs[i]);
-    acc = subgroupAdd(acc);
-    if (subgroupElect()) logits[row] = acc * scale;
-  }
-  for (uint blk = t; blk < E / 32; blk += WG) {
+// xq, xds = int8 blocks of xs * scale (n_embd values).
+void quantize_xs(float scale) {
+  for (uint blk = gl_LocalInvocationID.x; blk < p.n_embd / 32; blk += WG) {
     vec4 v[8];
     [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = xs[blk * 8 + i] * scale;
     q8x_quantize_block(v, blk);
   }
-  grid_barrier(1);
+}
+
+// One row's dot product with the quantized x over a lane group: the row
+// starts at unit rb and has nb blocks; lane takes units lane, lane + TPR, ...
+#define ROW_DOT_T(S, T)                                                                           \
+  float S##T##_row(uint rb, uint nb, uint lane) {                                                 \
+    float acc = 0.0;                                                                              \
+    for (uint u = lane; u < nb * S##T##_UPB; u += TPR) {                                          \
+      const uint b = u / S##T##_UPB, kk = u % S##T##_UPB;                                         \
+      acc += S##T##_dot_w(S##T##_load_w(rb + b * S##T##_BLOCK_UNITS, kk), kk, S##T##_load_x(b, kk)); \
+    }                                                                                             \
+    return acc;                                                                                   \
+  }
+#define ROW_AT(S, T, row, ncols, lane) \
+  S##T##_row((row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK, lane)
+// S_row(row, ncols, lane): row `row` of slot S's [rows][ncols] matrix of type WT, as above.
+#define ROW_DOT(S, WT)                                              \
+  ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7) \
+  float S##_row(uint row, uint ncols, uint lane) {                  \
+    if (WT == 4) return ROW_AT(S, 4, row, ncols, lane);             \
+    if (WT == 5) return ROW_AT(S, 5, row, ncols, lane);             \
+    if (WT == 6) return ROW_AT(S, 6, row, ncols, lane);             \
+    return ROW_AT(S, 7, row, ncols, lane);                          \
+  }
+ROW_DOT(o, O_WT)
+ROW_DOT(q, Q_WT)
+ROW_DOT(k, K_WT)
+ROW_DOT(v, V_WT)
+
+// The k experts' gate and up rows (item = j * n_ff + row) with their
+// activation into h, items spread over the grid's lane groups.
+#define GATE_UP_T(T)                                                                            \
+  void gate_up##T(uint gg, uint groups, uint lane) {                                            \
+    const uint nb = p.n_embd / g##T##_QK;                                                       \
+    const uint units = nb * g##T##_UPB, row_units = nb * g##T##_BLOCK_UNITS;                    \
+    for (uint item = gg; item < p.k * p.n_ff; item += groups) {                                 \
+      const uint rb =                                                                           \
+          uint(sel_id[item / p.n_ff]) * (p.gu_stride / g##T##_UNIT_BYTES) + (item % p.n_ff) * row_units; \
+      float ag = 0.0, au = 0.0;                                                                 \
+      for (uint u = lane; u < units; u += TPR) {                                                \
+        const uint b = u / g##T##_UPB, kk = u % g##T##_UPB;                                     \
+        const g##T##_WData wg_ = g##T##_load_w(rb + b * g##T##_BLOCK_UNITS, kk);                \
+        const u##T##_WData wu_ = u##T##_load_w(rb + b * g##T##_BLOCK_UNITS, kk);                \
+        ag += g##T##_dot_w(wg_, kk, g##T##_load_x(b, kk));                                      \
+        au += u##T##_dot_w(wu_, kk, u##T##_load_x(b, kk));                                      \
+      }                                                                                         \
+      ag = sum_over_lanes(ag);                                                                  \
+      au = sum_over_lanes(au);                                                                  \
+      if (lane == 0) h1[item] = glu(ag, au, p.glu_act);                                         \
+    }                                                                                           \
+  }
+GATE_UP_T(4)
+GATE_UP_T(5)
+GATE_UP_T(6)
+GATE_UP_T(7)
+
+// x[row] += sum_j w[j] down_j[row] . h[j], rows spread over the grid's lane
+// groups; a row's units of all k experts one after another.
+#define DOWN_T(T)                                                                               \
+  void down##T(uint gg, uint groups, uint lane) {                                               \
+    const uint nb = p.n_ff / d##T##_QK;                                                         \
+    const uint units_e = nb * d##T##_UPB, units = p.k * units_e, row_units = nb * d##T##_BLOCK_UNITS; \
+    const uint estride = p.dn_stride / d##T##_UNIT_BYTES;                                       \
+    for (uint row = gg; row < p.n_embd; row += groups) {                                        \
+      float acc = 0.0;                                                                          \
+      for (uint u = lane; u < units; u += TPR) {                                                \
+        const uint j = u / units_e, ue = u % units_e;                                           \
+        const uint b = ue / d##T##_UPB, kk = ue % d##T##_UPB;                                   \
+        const d##T##_WData wd =                                                                 \
+            d##T##_load_w(uint(sel_id[j]) * estride + row * row_units + b * d##T##_BLOCK_UNITS, kk); \
+        acc += sel_w[j] * d##T##_dot_w(wd, kk, d##T##_load_x(j * nb + b, kk));                  \
+      }                                                                                         \
+      acc = sum_over_lanes(acc);                                                                \
+      if (lane == 0) x1[row] += acc;                                                            \
+    }                                                                                           \
+  }
+DOWN_T(4)
+DOWN_T(5)
+DOWN_T(6)
+DOWN_T(7)
+
+void main() {
+  const uint t = gl_LocalInvocationID.x;
+  const uint wg = gl_WorkGroupID.x;
+  const uint E = p.n_embd, F = p.n_ff, K = p.k;
+  const uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  const uint lane = tid % TPR;
+  const uint groups = p.grid * (WG / TPR);  // lane groups in the grid
+  const uint gg = wg * (WG / TPR) + tid / TPR;
+  uint barriers = 0;
+
+  // 0. The attention output projection into x.
+  if (O_WT != 0) {
+    for (uint blk = t; blk < p.att_dim / 32; blk += WG) {
+      vec4 v[8];
+      [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = att4[blk * 8 + i];
+      q8x_quantize_block(v, blk);
+    }
+    barrier();
+    for (uint row = gg; row < E; row += groups) {
+      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane));
+      if (lane == 0) x1[row] += acc;
+    }
+    grid_barrier(++barriers);
+  }
+
+  // 1. The ffn norm (each workgroup) and the router's logits.
+  const float scale = norm_scale(p.check_in, wg == 0, 1);
+  const uint sgs = p.grid * gl_NumSubgroups;
+  for (uint row = wg * gl_NumSubgroups + gl_SubgroupID; row < p.n_expert; row += sgs) {
+    float acc = 0.0;
+    for (uint i = gl_SubgroupInvocationID; i < E / 4; i += gl_SubgroupSize)
+      acc += dot(router4[row * (E / 4) + i], xs[i]);
+    acc = subgroupAdd(acc);
+    if (subgroupElect()) logits[row] = acc * scale;
+  }
+  quantize_xs(scale);
+  grid_barrier(++barriers);
 
   // 2. Top-k, then the k experts' gate and up products with their activation.
   route_topk(0);
   barrier();
-  {
-    const uint KF = K * F;
-    const uint nb = E / g_QK;
-    const uint units = nb * g_UPB, row_units = nb * g_BLOCK_UNITS;
-    for (uint item = gg; item < KF; item += groups) {
-      const uint rb = uint(sel_id[item / F]) * (p.gu_stride / g_UNIT_BYTES) + (item % F) * row_units;
-      float ag = 0.0, au = 0.0;
-      for (uint u = lane; u < units; u += TPR) {
-        const uint b = u / g_UPB, kk = u % g_UPB;
-        const g_WData wg_ = g_load_w(rb + b * g_BLOCK_UNITS, kk);
-        const u_WData wu_ = u_load_w(rb + b * g_BLOCK_UNITS, kk);
-        ag += g_dot_w(wg_, kk, g_load_x(b, kk));
-        au += u_dot_w(wu_, kk, u_load_x(b, kk));  // the same x, as the up inclusion's type
-      }
-      ag = sum_over_lanes(ag);
-      au = sum_over_lanes(au);
-      if (lane == 0) h1[item] = glu(ag, au, p.glu_act);
-    }
-  }
-  grid_barrier(2);
+  if (GU_WT == 4) gate_up4(gg, groups, lane);
+  if (GU_WT == 5) gate_up5(gg, groups, lane);
+  if (GU_WT == 6) gate_up6(gg, groups, lane);
+  if (GU_WT == 7) gate_up7(gg, groups, lane);
+  grid_barrier(++barriers);
 
   // 3. The down products of the k experts, weighted, added to x.
-  {
-    const uint KF = K * F;
-    for (uint blk = t; blk < KF / 32; blk += WG) {
-      vec4 v[8];
-      [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = h4[blk * 8 + i];
-      q8x_quantize_block(v, blk);
-    }
+  for (uint blk = t; blk < K * F / 32; blk += WG) {
+    vec4 v[8];
+    [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = h4[blk * 8 + i];
+    q8x_quantize_block(v, blk);
+  }
+  barrier();
+  if (DN_WT == 4) down4(gg, groups, lane);
+  if (DN_WT == 5) down5(gg, groups, lane);
+  if (DN_WT == 6) down6(gg, groups, lane);
+  if (DN_WT == 7) down7(gg, groups, lane);
+
+  // 4. The next layer's norm (each workgroup) and its q, k and v.
+  if (Q_WT != 0) {
+    grid_barrier(++barriers);
+    quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
-    const uint nb = F / d_QK;
-    const uint units_e = nb * d_UPB, units = K * units_e, row_units = nb * d_BLOCK_UNITS;
-    const uint estride = p.dn_stride / d_UNIT_BYTES;
-    for (uint row = gg; row < E; row += groups) {
-      // The row of each of the k experts, one after another (units_e units each).
-      float acc = 0.0;
-      for (uint u = lane; u < units; u += TPR) {
-        const uint j = u / units_e, ue = u % units_e;
-        const uint b = ue / d_UPB, kk = ue % d_UPB;
-        const d_WData wd = d_load_w(uint(sel_id[j]) * estride + row * row_units + b * d_BLOCK_UNITS, kk);
-        acc += sel_w[j] * d_dot_w(wd, kk, d_load_x(j * nb + b, kk));
-      }
-      acc = sum_over_lanes(acc);
-      if (lane == 0) x1[row] += acc;
+    const uint QK = p.q_dim + p.kv_dim;
+    for (uint row = gg; row < QK + p.kv_dim; row += groups) {
+      const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane)
+                                       : row < QK    ? k_row(row - p.q_dim, E, lane)
+                                                     : v_row(row - QK, E, lane));
+      if (lane != 0) continue;
+      if (row < p.q_dim)
+        q_out[row] = acc;
+      else if (row < QK)
+        k_out[row - p.q_dim] = acc;
+      else
+        v_out[row - QK] = acc;
     }
   }
 
@@ -268,8 +383,8 @@ void main() {
     }
   }
   barrier();
-  if (!is_last || p.next_norm == 0) return;
+  if (!is_last || p.next_norm == 0 || Q_WT != 0) return;
   memoryBarrierBuffer();
-  const float s = norm_scale(p.check_out, true, false);
-  for (uint i = t; i < E4; i += WG) xn4[i] = x4[i] * s * next_norm_w4[i];
+  const float s = norm_scale(p.check_out, true, 0);
+  for (uint i = t; i < E / 4; i += WG) xn4[i] = x4[i] * s * next_norm_w4[i];
 }

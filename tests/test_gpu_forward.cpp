@@ -135,6 +135,9 @@ TEST(GpuForward, Int8ActivationDecodeStaysNearCpuReference) {
 // grid of one workgroup here, as lavapipe runs workgroups one after another):
 // logits stay within the int8 rounding of the f32 CPU reference, as the
 // separate int8 dispatches do, and differ from theirs (the fused path ran).
+// Then with the output projection before the block and the next layer's
+// q/k/v after it in the same dispatch: near the reference too, and different
+// from the block alone (those steps ran).
 // Qwen3 (normalized softmax), OLMoE (softmax over all experts) and Mixtral.
 class GpuForwardFusedMoe : public ::testing::TestWithParam<std::string> {};
 TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
@@ -149,20 +152,44 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   auto fused = make_engine(*m, o);
   auto apart = make_engine(*m, o);
   CpuForward ref(*m, o.n_ctx);
-  // The grid is read as each token is recorded; 0: the block's four dispatches.
-  auto with_grid = [](Engine& e, const char* grid) {
-    return [&e, grid](int32_t t) {
+  // The grid and the extra steps are read as each token is recorded; grid 0:
+  // the block's four dispatches.
+  auto with_grid = [](Engine& e, const char* grid, bool steps) {
+    return [&e, grid, steps](int32_t t) {
       setenv("VKMOE_MOE_FUSED_GRID", grid, 1);
+      setenv("VKMOE_FUSED_OUT_PROJ", steps ? "1" : "0", 1);
+      setenv("VKMOE_FUSED_QKV", steps ? "1" : "0", 1);
       auto l = e.eval({t});
-      unsetenv("VKMOE_MOE_FUSED_GRID");
+      for (const char* v : {"VKMOE_MOE_FUSED_GRID", "VKMOE_FUSED_OUT_PROJ", "VKMOE_FUSED_QKV"}) unsetenv(v);
       return l;
     };
   };
   const std::vector<int32_t> prompt = {9, 40, 222};
+  {
+    fused->eval(prompt);
+    apart->eval(prompt);
+    const double differs =
+        int8_decode_near_cpu(ref, prompt, with_grid(*fused, "1", false), with_grid(*apart, "0", false));
+    EXPECT_GT(differs, 0.0) << "the fused MoE dispatch did not run";
+  }
+  // The profile's step names say what the fused dispatch took.
+  setenv("VKMOE_PROFILE", "1", 1);
+  fused = make_engine(*m, o);
+  unsetenv("VKMOE_PROFILE");
+  auto block_only = make_engine(*m, o);
+  CpuForward ref2(*m, o.n_ctx);
   fused->eval(prompt);
-  apart->eval(prompt);
-  const double differs = int8_decode_near_cpu(ref, prompt, with_grid(*fused, "1"), with_grid(*apart, "0"));
-  EXPECT_GT(differs, 0.0) << "the fused MoE dispatch did not run";
+  block_only->eval(prompt);
+  int8_decode_near_cpu(ref2, prompt, with_grid(*fused, "1", true), with_grid(*block_only, "1", false));
+  const std::string steps = fused->stats_report();
+  if (steps.find("GPU time per decoded token") == std::string::npos) {
+    std::printf("no GPU timestamps on this device: the fused steps are not named\n");
+    return;
+  }
+  EXPECT_NE(steps.find("out proj + MoE block"), std::string::npos) << steps;
+  // OLMoE's q/k norms span all heads: its q/k/v stay apart.
+  const bool qkv = GetParam() != "arch=olmoe";
+  EXPECT_EQ(steps.find("MoE block + next q/k/v") != std::string::npos, qkv) << steps;
 }
 INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardFusedMoe, ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=llama"),
                          [](const auto& info) { return info.param.substr(5); });

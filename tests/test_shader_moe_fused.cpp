@@ -97,15 +97,32 @@ struct Block {
   }
 };
 
+// The attention output projection before the block and the next layer's
+// q/k/v products after it.
+struct Extra {
+  GgmlType o, q, k, v;
+  uint32_t A, Q, KV;  // wo's columns, q's and k's/v's rows
+  Expert wo, wq, wk, wv;
+  std::vector<float> att;
+  Extra(Block& b, GgmlType o_, GgmlType q_, GgmlType k_, GgmlType v_, uint32_t A_, uint32_t Q_, uint32_t KV_)
+      : o(o_), q(q_), k(k_), v(v_), A(A_), Q(Q_), KV(KV_) {
+    wo = b.make(o, A, b.c.E);
+    wq = b.make(q, b.c.E, Q);
+    wk = b.make(k, b.c.E, KV);
+    wv = b.make(v, b.c.E, KV);
+    att = b.e.randn(A, 1.f);
+  }
+};
+
 struct Out {
-  std::vector<float> x, xn, logits, h, wts;
+  std::vector<float> x, xn, logits, h, wts, q, k, v;
   std::vector<int32_t> ids;
   std::vector<uint32_t> counters;
   uint32_t flag;
 };
 
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
-              uint32_t check_out) {
+              uint32_t check_out, const Extra* extra = nullptr) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
@@ -142,10 +159,50 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
   a.xn = bxn;
   a.flags = bf;
   a.grid = grid;
+  Buffer bo, batt, bwq, bwk, bwv, bq, bk, bv;
+  if (extra) {
+    bo = e.buf(extra->wo.q);
+    batt = e.buf(extra->att);
+    a.out_proj = MoeFusedOutProj{extra->o, bo, batt, extra->A};
+    bwq = e.buf(extra->wq.q);
+    bwk = e.buf(extra->wk.q);
+    bwv = e.buf(extra->wv.q);
+    bq = e.buf(std::vector<float>(extra->Q, kNaN));
+    bk = e.buf(std::vector<float>(extra->KV, kNaN));
+    bv = e.buf(std::vector<float>(extra->KV, kNaN));
+    a.next_qkv = MoeFusedNextQkv{extra->q, extra->k, extra->v, bwq, bwk, bwv, bq, bk, bv, extra->Q, extra->KV};
+  }
   e.record([&](Recorder& r) { record_moe_fused_decode(r, a); });
-  return {e.read<float>(bx, c.E),       e.read<float>(bxn, c.E), e.read<float>(bl, c.N),
-          e.read<float>(bh, size_t(c.K) * c.F), e.read<float>(bw, c.K), e.read<int32_t>(bi, c.K),
-          e.read<uint32_t>(bc, 8),      e.read<uint32_t>(bf, 1)[0]};
+  Out o{e.read<float>(bx, c.E),
+        e.read<float>(bxn, c.E),
+        e.read<float>(bl, c.N),
+        e.read<float>(bh, size_t(c.K) * c.F),
+        e.read<float>(bw, c.K),
+        {},
+        {},
+        {},
+        e.read<int32_t>(bi, c.K),
+        e.read<uint32_t>(bc, 8),
+        e.read<uint32_t>(bf, 1)[0]};
+  if (extra) {
+    o.q = e.read<float>(bq, extra->Q);
+    o.k = e.read<float>(bk, extra->KV);
+    o.v = e.read<float>(bv, extra->KV);
+  }
+  return o;
+}
+
+// y = w . q8_round(x) for a [rows][cols] matrix, and each row's magnitude sum.
+void product(const Expert& w, uint32_t rows, uint32_t cols, const std::vector<double>& x, std::vector<double>& y,
+             std::vector<double>& mag) {
+  const std::vector<double> xq = q8_round(x);
+  y.assign(rows, 0);
+  mag.assign(rows, 0);
+  for (uint32_t r = 0; r < rows; ++r)
+    for (uint32_t i = 0; i < cols; ++i) {
+      y[r] += w.w[size_t(r) * cols + i] * xq[i];
+      mag[r] += std::fabs(w.w[size_t(r) * cols + i] * xq[i]);
+    }
 }
 
 // Grids to try: one workgroup, and on a GPU with compute units reported
@@ -171,6 +228,70 @@ const Case kCases[] = {
     {GgmlType::Q6_K, GgmlType::Q5_K, 256, 256, 24, 3, {Gating::Softmax, true, 1.f}, 1},
 };
 
+// The kernel's outputs o of the block on entry x (x_err: how far x may be
+// from the kernel's own, per row) against the host reference; with
+// next_norm, the next layer's norm it wrote.
+void expect_block(const Block& b, const std::vector<double>& x, const std::vector<double>& x_err, const Out& o,
+                  bool next_norm) {
+  const Case& c = b.c;
+  const uint32_t E = c.E, F = c.F, K = c.K;
+  EXPECT_EQ(o.flag, 99u) << "a finite block must leave the non-finite flag";
+  EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0)) << "the counters must be left at 0";
+  // Router logits.
+  const std::vector<float> xf(x.begin(), x.end());
+  const std::vector<double> xn = b.xn_of(xf, b.norm_w);
+  for (uint32_t r = 0; r < c.N; ++r) {
+    double want = 0, mag = 0;
+    for (uint32_t i = 0; i < E; ++i) {
+      want += b.router[size_t(r) * E + i] * xn[i];
+      mag += std::fabs(b.router[size_t(r) * E + i] * xn[i]);
+    }
+    ASSERT_NEAR(o.logits[r], want, 1e-5 * mag + 1e-6) << "logit " << r;
+  }
+  // Routing of the kernel's logits.
+  std::vector<int> ids(K);
+  std::vector<float> wts(K);
+  route_topk(o.logits.data(), nullptr, int(c.N), int(K), c.rp, ids.data(), wts.data());
+  for (uint32_t j = 0; j < K; ++j) {
+    ASSERT_EQ(o.ids[j], ids[j]) << "rank " << j;
+    ASSERT_NEAR(o.wts[j], wts[j], 1e-5 * std::fabs(wts[j]) + 1e-7) << "rank " << j;
+  }
+  // The experts' activations on int8-rounded xn.
+  const std::vector<double> xq = q8_round(xn);
+  for (uint32_t j = 0; j < K; ++j)
+    for (uint32_t f = 0; f < F; ++f) {
+      const size_t row = (size_t(ids[j]) * F + f) * E;
+      double g = 0, u = 0, mg = 0, mu = 0;
+      for (uint32_t i = 0; i < E; ++i) {
+        g += b.gate.w[row + i] * xq[i];
+        u += b.up.w[row + i] * xq[i];
+        mg += std::fabs(b.gate.w[row + i] * xq[i]);
+        mu += std::fabs(b.up.w[row + i] * xq[i]);
+      }
+      const double eg = 1e-4 * mg + 1e-6, eu = 1e-4 * mu + 1e-6;
+      const double tol = 1.2 * (eg * (std::fabs(u) + eu) + eu * (std::fabs(g) + eg)) + 1e-6;
+      ASSERT_NEAR(o.h[j * F + f], act(g, u, c.act), tol) << "expert rank " << j << " row " << f;
+    }
+  // Down products of the kernel's h, weighted into x.
+  std::vector<double> h(o.h.begin(), o.h.end());
+  const std::vector<double> hq = q8_round(h);
+  for (uint32_t r = 0; r < E; ++r) {
+    double s = x[r], mag = std::fabs(x[r]);
+    for (uint32_t j = 0; j < K; ++j) {
+      const size_t row = (size_t(ids[j]) * E + r) * F;
+      for (uint32_t i = 0; i < F; ++i) {
+        s += o.wts[j] * b.down.w[row + i] * hq[j * F + i];
+        mag += std::fabs(o.wts[j] * b.down.w[row + i] * hq[j * F + i]);
+      }
+    }
+    ASSERT_NEAR(o.x[r], s, 2e-5 * mag + x_err[r] + 1e-6) << "x row " << r;
+  }
+  if (!next_norm) return;
+  // The next layer's norm of the kernel's x.
+  const std::vector<double> xn2 = b.xn_of(o.x, b.next_w);
+  for (uint32_t i = 0; i < E; ++i) ASSERT_NEAR(o.xn[i], xn2[i], 1e-5 * std::fabs(xn2[i]) + 1e-6) << "xn " << i;
+}
+
 TEST(ShaderMoeFused, BlockMatchesHostReference) {
   test::VkEnv e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -179,66 +300,63 @@ TEST(ShaderMoeFused, BlockMatchesHostReference) {
                  std::to_string(c.F) + " N " + std::to_string(c.N) + " K " + std::to_string(c.K));
     if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
     Block b(c, e);
-    const uint32_t E = c.E, F = c.F, K = c.K;
     for (uint32_t grid : grids(e)) {
       SCOPED_TRACE("grid " + std::to_string(grid));
-      const std::vector<float> x = e.randn(E, 1.5f);
+      const std::vector<float> x = e.randn(c.E, 1.5f);
       const Out o = run_block(e, b, x, grid, 5, 7);
-      EXPECT_EQ(o.flag, 99u) << "a finite block must leave the non-finite flag";
-      EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0)) << "the counters must be left at 0";
-      // Router logits.
-      const std::vector<double> xn = b.xn_of(x, b.norm_w);
-      for (uint32_t r = 0; r < c.N; ++r) {
-        double want = 0, mag = 0;
-        for (uint32_t i = 0; i < E; ++i) {
-          want += b.router[size_t(r) * E + i] * xn[i];
-          mag += std::fabs(b.router[size_t(r) * E + i] * xn[i]);
-        }
-        ASSERT_NEAR(o.logits[r], want, 1e-5 * mag + 1e-6) << "logit " << r;
+      expect_block(b, std::vector<double>(x.begin(), x.end()), std::vector<double>(c.E, 0), o, true);
+    }
+  }
+}
+
+// With the output projection before the block and the next q/k/v after it:
+// x enters as x + wo . att, and q, k, v are the products of the next norm of
+// the kernel's x (int8-rounded); xn is not written.
+TEST(ShaderMoeFused, OutProjAndNextQkvMatchHostReference) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  struct ExtraCase {
+    const Case& c;
+    GgmlType o, q, k, v;
+    uint32_t A, Q, KV;
+  };
+  const ExtraCase cases[] = {
+      {kCases[0], GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 1024, 1024, 256},
+      {kCases[2], GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_K, GgmlType::Q5_K, 512, 256, 64},
+      {kCases[3], GgmlType::Q8_0, GgmlType::Q8_0, GgmlType::Q5_K, GgmlType::Q4_K, 256, 768, 96},
+  };
+  for (const ExtraCase& ec : cases) {
+    const Case& c = ec.c;
+    SCOPED_TRACE(std::string("o ") + type_name(ec.o) + " q " + type_name(ec.q) + " k " + type_name(ec.k) + " v " +
+                 type_name(ec.v));
+    if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+    const DeviceInfo& d = e.ctx->info();
+    ASSERT_TRUE(moe_fused_takes_out_proj(d, ec.o, c.E, c.F, c.K, ec.A));
+    ASSERT_TRUE(moe_fused_takes_qkv(ec.q, ec.k, ec.v, c.E, ec.Q, ec.KV));
+    Block b(c, e);
+    const Extra x_(b, ec.o, ec.q, ec.k, ec.v, ec.A, ec.Q, ec.KV);
+    for (uint32_t grid : grids(e)) {
+      SCOPED_TRACE("grid " + std::to_string(grid));
+      const std::vector<float> x = e.randn(c.E, 1.5f);
+      const Out o = run_block(e, b, x, grid, 5, 7, &x_);
+      std::vector<double> att(x_.att.begin(), x_.att.end()), proj, mag;
+      product(x_.wo, c.E, ec.A, att, proj, mag);
+      std::vector<double> x0(c.E), x0_err(c.E);
+      for (uint32_t r = 0; r < c.E; ++r) {
+        x0[r] = x[r] + proj[r];
+        x0_err[r] = 1e-5 * mag[r];
       }
-      // Routing of the kernel's logits.
-      std::vector<int> ids(K);
-      std::vector<float> wts(K);
-      route_topk(o.logits.data(), nullptr, int(c.N), int(K), c.rp, ids.data(), wts.data());
-      for (uint32_t j = 0; j < K; ++j) {
-        ASSERT_EQ(o.ids[j], ids[j]) << "rank " << j;
-        ASSERT_NEAR(o.wts[j], wts[j], 1e-5 * std::fabs(wts[j]) + 1e-7) << "rank " << j;
-      }
-      // The experts' activations on int8-rounded xn.
-      const std::vector<double> xq = q8_round(xn);
-      for (uint32_t j = 0; j < K; ++j)
-        for (uint32_t f = 0; f < F; ++f) {
-          const size_t row = (size_t(ids[j]) * F + f) * E;
-          double g = 0, u = 0, mg = 0, mu = 0;
-          for (uint32_t i = 0; i < E; ++i) {
-            g += b.gate.w[row + i] * xq[i];
-            u += b.up.w[row + i] * xq[i];
-            mg += std::fabs(b.gate.w[row + i] * xq[i]);
-            mu += std::fabs(b.up.w[row + i] * xq[i]);
-          }
-          const double eg = 1e-4 * mg + 1e-6, eu = 1e-4 * mu + 1e-6;
-          const double tol = 1.2 * (eg * (std::fabs(u) + eu) + eu * (std::fabs(g) + eg)) + 1e-6;
-          ASSERT_NEAR(o.h[j * F + f], act(g, u, c.act), tol) << "expert rank " << j << " row " << f;
-        }
-      // Down products of the kernel's h, weighted into x.
-      std::vector<double> h(o.h.begin(), o.h.end());
-      const std::vector<double> hq = q8_round(h);
-      std::vector<float> want_x(E);
-      for (uint32_t r = 0; r < E; ++r) {
-        double s = x[r], mag = std::fabs(x[r]);
-        for (uint32_t j = 0; j < K; ++j) {
-          const size_t row = (size_t(ids[j]) * E + r) * F;
-          for (uint32_t i = 0; i < F; ++i) {
-            s += o.wts[j] * b.down.w[row + i] * hq[j * F + i];
-            mag += std::fabs(o.wts[j] * b.down.w[row + i] * hq[j * F + i]);
-          }
-        }
-        want_x[r] = float(s);
-        ASSERT_NEAR(o.x[r], s, 2e-5 * mag + 1e-6) << "x row " << r;
-      }
-      // The next layer's norm of the kernel's x.
+      expect_block(b, x0, x0_err, o, false);
+      for (float v : o.xn) ASSERT_TRUE(std::isnan(v)) << "with q/k/v, xn is not written";
       const std::vector<double> xn2 = b.xn_of(o.x, b.next_w);
-      for (uint32_t i = 0; i < E; ++i) ASSERT_NEAR(o.xn[i], xn2[i], 1e-5 * std::fabs(xn2[i]) + 1e-6) << "xn " << i;
+      auto expect_rows = [&](const Expert& w, uint32_t rows, const std::vector<float>& got, const char* what) {
+        std::vector<double> want, m;
+        product(w, rows, c.E, xn2, want, m);
+        for (uint32_t r = 0; r < rows; ++r) ASSERT_NEAR(got[r], want[r], 1e-4 * m[r] + 1e-6) << what << " row " << r;
+      };
+      expect_rows(x_.wq, ec.Q, o.q, "q");
+      expect_rows(x_.wk, ec.KV, o.k, "k");
+      expect_rows(x_.wv, ec.KV, o.v, "v");
     }
   }
 }
@@ -267,7 +385,7 @@ struct Push {
   float eps;
   uint32_t check_in, check_out, gu_stride, dn_stride, grid, counter, spin_limit, topk_normalize, topk_gating;
   float topk_scale;
-  uint32_t glu_act, next_norm;
+  uint32_t glu_act, next_norm, att_dim, q_dim, kv_dim;
 };
 
 TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
@@ -279,16 +397,18 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
   const DeviceInfo& d = e.ctx->info();
   const uint32_t wg = std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
   const uint32_t tpr = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
-  const Pipeline& p = e.ctx->pipeline("moe_decode_fused_q4_k_q4_k", 14, sizeof(Push),
-                                      {wg, tpr, std::max(c.E, c.K * c.F) / 4, c.E / 4});
+  const Pipeline& p = e.ctx->pipeline("moe_decode_fused", 22, sizeof(Push),
+                                      {wg, tpr, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0});
   Buffer bx = e.buf(e.randn(c.E)), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q),
          bu = e.buf(b.up.q), bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N)),
          bh = e.buf(std::vector<float>(c.K * c.F)), bi = e.buf(std::vector<int32_t>(c.K)),
          bw = e.buf(std::vector<float>(c.K)), bc = e.buf(std::vector<uint32_t>(2, 0)),
          bf = e.buf(std::vector<uint32_t>(1, 99));
   const Push push{c.E, c.F, c.N, c.K, 1e-6f, 0, 0, uint32_t(b.gu_stride), uint32_t(b.dn_stride),
-                  /*grid*/ 2, 0, /*spin_limit*/ 1000, 0, 0, 1.f, 0, 0};
-  e.record([&](Recorder& r) { r.dispatch(p, {bx, bn, br, bg, bu, bd, bl, bh, bi, bw, bc, bx, bx, bf}, push, 1); });
+                  /*grid*/ 2, 0, /*spin_limit*/ 1000, 0, 0, 1.f, 0, 0, 0, 0, 0};
+  e.record([&](Recorder& r) {
+    r.dispatch(p, {bx, bn, br, bg, bu, bd, bl, bh, bi, bw, bc, bx, bx, bf, bx, bx, bx, bx, bx, bx, bx, bx}, push, 1);
+  });
   EXPECT_EQ(e.read<uint32_t>(bf, 1)[0], 1u) << "the lost wait lowers the flag to 1";
   EXPECT_TRUE(std::isnan(e.read<float>(bx, 1)[0])) << "and poisons x";
 }

@@ -333,6 +333,8 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
   record_embed(*r, n);
   r->barrier();
   mark(*r, "start");
+  using AttnIn = LayerProgram::AttnIn;
+  AttnIn in = AttnIn::X;
   bool normed = false;
   int next_cut = 1;
   for (int il = 0; il < c_.n_layer; ++il) {
@@ -341,9 +343,12 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
     static const bool fold_ffn_norm = !vk::env_off("VKMOE_PROMPT_FFN_NORM");
     bool ffn_normed = false;
     const bool moe = m_.layers()[il].spec.moe;
-    n = prog_->attention(*r, il, pos0, n, normed, keep_rows(il, logits),
-                         moe && fold_ffn_norm ? &ffn_normed : nullptr);
+    // A decoded token's MoE block in one dispatch, with what else it takes.
+    const LayerProgram::FusedDecode fused = n == 1 ? prog_->fused_decode(il) : LayerProgram::FusedDecode{};
+    n = prog_->attention(*r, il, pos0, n, in, keep_rows(il, logits), moe && fold_ffn_norm ? &ffn_normed : nullptr,
+                         fused.out_proj);
     normed = false;
+    in = AttnIn::X;
     if (n == 0) return;  // nothing reads this ubatch's last hidden states
     if (moe) {
       const bool last = il + 1 == c_.n_layer;
@@ -352,7 +357,8 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
       static const bool prompt_fold = !vk::env_off("VKMOE_PROMPT_COMBINE_NORM");
       const GpuTensor* next_norm = last ? &w_.output_norm : &w_.layers[il + 1].attn_norm;
       if (n > 1 && (last || !prompt_fold)) next_norm = nullptr;
-      normed = prog_->moe_resident(*r, il, n, next_norm, ffn_normed);
+      normed = prog_->moe_resident(*r, il, n, next_norm, ffn_normed, &fused);
+      in = fused.next_qkv ? AttnIn::Qkv : normed ? AttnIn::Normed : AttnIn::X;
     } else {
       prog_->dense_ffn(*r, il, n);
     }

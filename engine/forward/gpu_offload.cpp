@@ -67,7 +67,7 @@ void GpuEngine::record_offload_a(vk::Recorder& r, int il) {
   else
     ops_->add_rows(r, Rows(cpu_out_, E), Rows(a.x, E), E, 1);  // the previous layer's CPU experts
   r.barrier();
-  prog_->attention(r, il, uint32_t(pos_), 1, false);
+  prog_->attention(r, il, uint32_t(pos_), 1, LayerProgram::AttnIn::X);
   if (!m_.layers()[il].spec.moe) return;
   prog_->ffn_norm(r, il, 1);
   prog_->router(r, il, 1);
@@ -226,7 +226,7 @@ void GpuEngine::prefill_offload(const int32_t* tokens, uint32_t n, bool logits) 
     else
       ops_->add_rows(ra, Rows(cpu_out_, E), Rows(a.x, E), E, n);
     ra.barrier();
-    rows = prog_->attention(ra, il, uint32_t(pos_), n, false, keep_rows(il, logits));
+    rows = prog_->attention(ra, il, uint32_t(pos_), n, LayerProgram::AttnIn::X, keep_rows(il, logits));
     if (rows == 0) {  // the keys and values were all this layer had to store
       ra.submit().wait();
       break;

@@ -82,16 +82,17 @@ std::vector<vk::GemmSplitSum> LayerProgram::project_gqa(vk::Recorder& r, int il,
   return {};
 }
 
-uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep,
-                                 bool* ffn_normed) const {
+uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, AttnIn in, Keep keep,
+                                 bool* ffn_normed, bool leave_out_proj) const {
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
   const Rows x(a_.x, E), xn(a_.xn, E);
   // The q/k/v products' input rows in f16 too, where they take them (written by the norm here).
   // A ubatch's combine that wrote xn (normed) wrote them too.
+  if (in == AttnIn::Qkv && (n != 1 || spec.mla)) throw Error("internal error: q/k/v rows given to this layer");
   const bool f16_rows = qkv_take_f16_rows(il, n);
-  if (!normed) {
+  if (in == AttnIn::X) {
     ops_.rms_norm(r, x, &g.attn_norm, xn, E, n, c_.norm_eps, non_finite_site::layer_input(il),
                   f16_rows ? &a_.xh : nullptr);
     r.barrier();
@@ -104,7 +105,7 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   std::vector<vk::GemmSplitSum> kv_sums;
   if (spec.mla)
     project_mla(r, il, n);
-  else
+  else if (in != AttnIn::Qkv)
     kv_sums = project_gqa(r, il, n, f16_rows, rope_sums_kv);
   const bool per_head = spec.qk_norm == QkNorm::PerHead;
   const vk::Buffer& v_cache = spec.mla ? g.k_cache : g.v_cache;
@@ -172,10 +173,12 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
     at.n_tokens = n = 1;
   }
   // The output projection's input rows in f16 where both kernels take them.
-  at.o_f16 = !spec.mla && ops_.takes_f16_rows(g.wo.type, n) && vk::attention_uses_coopmat(ops_.ctx(), at);
+  at.o_f16 = !leave_out_proj && !spec.mla && ops_.takes_f16_rows(g.wo.type, n) &&
+             vk::attention_uses_coopmat(ops_.ctx(), at);
   vk::record_attention(r, at);
   r.barrier();
   mark_(r, "attention");
+  if (leave_out_proj) return n;
   if (spec.mla) expand_mla(r, il, n);
   const uint32_t O = c_.attn_out_dim();
   // A split product's sum may also write the FFN norm (no output bias between them).
@@ -262,8 +265,8 @@ void LayerProgram::router_of(vk::Recorder& r, int il, Rows x, uint32_t n, uint32
   }
 }
 
-bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm,
-                                bool ffn_normed) const {
+bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm, bool ffn_normed,
+                                const FusedDecode* fused) const {
   const GpuLayer& g = g_.layers[il];
   const uint32_t E = c_.n_embd, K = c_.n_expert_used, N = c_.n_expert;
   vk::MoeTopkArgs tk;
@@ -276,7 +279,11 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   tk.logit_stride = N;
   tk.router = c_.router;
   if (m_.layers()[il].spec.probs_bias) tk.bias = g.exp_probs_b.buf;
-  if (n == 1 && !ffn_normed && moe_fused_decode(r, il, next_norm)) return next_norm != nullptr;
+  if (fused && fused->block) {
+    if (n != 1 || ffn_normed) throw Error("internal error: the fused MoE block takes one token from x");
+    moe_fused_decode(r, il, next_norm, *fused);
+    return next_norm != nullptr;
+  }
   // One token without a router bias: the ffn norm, the router product and its
   // top-k in one dispatch (the norm's output xn also written there). Where the
   // fused kernel does not apply, three steps (it does not apply without the
@@ -339,20 +346,38 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   return false;
 }
 
-bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm) const {
+LayerProgram::FusedDecode LayerProgram::fused_decode(int il) const {
   static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
+  // Read per token, as the grid is (tests compare both ways in one process).
+  const bool out_proj = !vk::env_off("VKMOE_FUSED_OUT_PROJ"), qkv = !vk::env_off("VKMOE_FUSED_QKV");
   const LayerWeights& lw = m_.layers()[il];
   const LayerSpec& spec = lw.spec;
   const GpuLayer& g = g_.layers[il];
   const vk::DeviceInfo& dev = ops_.ctx().info();
-  const uint32_t grid = vk::moe_fused_grid(dev);
-  if (!enabled || !ops_.int8_x() || grid == 0 || spec.router_bias || spec.probs_bias ||
-      spec.expert_bias || spec.shared != SharedExpert::None || g.router.type != GgmlType::F32 ||
-      lw.gate_exps.type() != lw.up_exps.type() ||
-      !vk::moe_fused_decode_supported(dev, lw.gate_exps.type(), lw.down_exps.type(), c_.n_embd, c_.n_ff_exp,
-                                      c_.n_expert, c_.n_expert_used, c_.router, lw.gate_exps.expert_bytes(),
-                                      lw.down_exps.expert_bytes()))
-    return false;
+  const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
+  FusedDecode f;
+  f.grid = vk::moe_fused_grid(dev);
+  f.block = enabled && spec.moe && ops_.int8_x() && f.grid != 0 && !spec.router_bias &&
+            !spec.probs_bias && !spec.expert_bias && spec.shared == SharedExpert::None &&
+            g.router.type == GgmlType::F32 && lw.gate_exps.type() == lw.up_exps.type() &&
+            vk::moe_fused_decode_supported(dev, lw.gate_exps.type(), lw.down_exps.type(), E, F, c_.n_expert, K,
+                                           c_.router, lw.gate_exps.expert_bytes(), lw.down_exps.expert_bytes());
+  if (!f.block) return f;
+  f.out_proj = out_proj && !spec.mla && !spec.o_bias &&
+               vk::moe_fused_takes_out_proj(dev, g.wo.type, E, F, K, uint32_t(c_.attn_out_dim()));
+  if (qkv && il + 1 < c_.n_layer) {
+    const LayerSpec& next = m_.layers()[il + 1].spec;
+    const GpuLayer& ng = g_.layers[il + 1];
+    f.next_qkv = !next.mla && !next.qkv_bias && next.qk_norm != QkNorm::Whole &&
+                 vk::moe_fused_takes_qkv(ng.wq.type, ng.wk.type, ng.wv.type, E, c_.q_dim(), c_.kv_dim());
+  }
+  return f;
+}
+
+void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm,
+                                    const FusedDecode& f) const {
+  const LayerWeights& lw = m_.layers()[il];
+  const GpuLayer& g = g_.layers[il];
   vk::MoeFusedDecodeArgs a;
   a.gate_up_type = lw.gate_exps.type();
   a.down_type = lw.down_exps.type();
@@ -361,7 +386,7 @@ bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   a.n_expert = c_.n_expert;
   a.k = c_.n_expert_used;
   a.router = c_.router;
-  a.glu_act = spec.act == FfnAct::OaiSwiGLU ? 1u : 0u;
+  a.glu_act = lw.spec.act == FfnAct::OaiSwiGLU ? 1u : 0u;
   a.eps = c_.norm_eps;
   a.check_in = non_finite_site::after_attention(il);
   a.check_out = non_finite_site::layer_input(il + 1);
@@ -384,11 +409,20 @@ bool LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
     a.xn = a_.xn;
   }
   a.flags = a_.non_finite;
-  a.grid = grid;
+  a.grid = f.grid;
+  if (f.out_proj) a.out_proj = vk::MoeFusedOutProj{g.wo.type, g.wo.buf, a_.att, uint32_t(c_.attn_out_dim())};
+  if (f.next_qkv) {
+    if (!next_norm) throw Error("internal error: the fused block's q/k/v need the next layer's norm");
+    const GpuLayer& ng = g_.layers[il + 1];
+    a.next_qkv = vk::MoeFusedNextQkv{ng.wq.type, ng.wk.type, ng.wv.type, ng.wq.buf, ng.wk.buf, ng.wv.buf,
+                                     a_.q, a_.k, a_.v, uint32_t(c_.q_dim()), uint32_t(c_.kv_dim())};
+  }
   vk::record_moe_fused_decode(r, a);
   r.barrier();
-  mark_(r, next_norm ? "MoE block (fused) + next norm" : "MoE block (fused)");
-  return true;
+  mark_(r, f.next_qkv   ? (f.out_proj ? "out proj + MoE block + next q/k/v (fused)" : "MoE block + next q/k/v (fused)")
+           : f.out_proj ? (next_norm ? "out proj + MoE block + next norm (fused)" : "out proj + MoE block (fused)")
+           : next_norm  ? "MoE block (fused) + next norm"
+                        : "MoE block (fused)");
 }
 
 void LayerProgram::combine_decode(vk::Recorder& r, const vk::Buffer& wts) const {

@@ -38,13 +38,16 @@ class LayerProgram {
   // last one (moved to row 0; e.g. the last layer of a prompt whose last token
   // gives the logits) or none (its keys and values stored, nothing else).
   enum class Keep { All, Last, None };
+  // What the previous layer left for an attention block: x only, xn =
+  // attn_norm(x) too, or (one token) its q, k and v rows.
+  enum class AttnIn { X, Normed, Qkv };
   // Attention block; leaves x += attention for the rows `keep` names and
-  // returns how many rows that is. normed: xn already holds attn_norm(x)
-  // (fused into the previous layer). With ffn_normed, a ubatch's output
+  // returns how many rows that is. With ffn_normed, a ubatch's output
   // projection may also write xn = ffn_norm(x) (in its split-K sum) and then
-  // sets *ffn_normed.
-  uint32_t attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, bool normed, Keep keep = Keep::All,
-                     bool* ffn_normed = nullptr) const;
+  // sets *ffn_normed. leave_out_proj: the attention output stays in att
+  // (f32), for the fused MoE block to project (FusedDecode::out_proj).
+  uint32_t attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, AttnIn in, Keep keep = Keep::All,
+                     bool* ffn_normed = nullptr, bool leave_out_proj = false) const;
   // xn = ffn_norm(x), for the FFN blocks that read xn.
   void ffn_norm(vk::Recorder& r, int il, uint32_t n) const;
   // x += dense SwiGLU FFN of ffn_norm(x) (computed here).
@@ -63,12 +66,22 @@ class LayerProgram {
   // next_norm (for a ubatch: the attention norm of layer il + 1, with the f16
   // copy that layer's q/k/v take); returns whether it did. ffn_normed: xn
   // already holds ffn_norm(x) (see attention).
-  bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm, bool ffn_normed = false) const;
-  // Decode, resident: the whole MoE block (ffn norm to combine, and with
-  // next_norm the next layer's norm) in one dispatch of workgroups that wait
-  // for each other (vk_moe_fused.h). False, recording nothing, where it does
-  // not apply (VKMOE_MOE_FUSED=0: never).
-  bool moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm) const;
+  // fused: what a decoded token's fused block takes (fused_decode(il)).
+  struct FusedDecode;
+  bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm, bool ffn_normed = false,
+                    const FusedDecode* fused = nullptr) const;
+  // A decoded token's resident MoE block in one dispatch of workgroups that
+  // wait for each other (vk_moe_fused.h): ffn norm to combine, and with
+  // next_norm the next layer's norm. Where it can, the same dispatch also
+  // takes the layer's output projection before the block (out_proj) and
+  // layer il + 1's q/k/v products after it (next_qkv; that layer's attention
+  // then starts from AttnIn::Qkv). VKMOE_MOE_FUSED=0: no block;
+  // VKMOE_FUSED_OUT_PROJ=0, VKMOE_FUSED_QKV=0: without those steps.
+  struct FusedDecode {
+    bool block = false, out_proj = false, next_qkv = false;
+    uint32_t grid = 0;  // workgroups (vk::moe_fused_grid)
+  };
+  FusedDecode fused_decode(int il) const;
   // Decode: the k experts named by `ids` (expert or slot indices; < 0 skipped)
   // into eo rows; the caller combines. expert_ids: the expert of each item
   // when ids are slots (for the per-expert biases; null: ids are experts).
@@ -95,6 +108,7 @@ class LayerProgram {
   // rope/store kernel, which adds the planes itself.
   std::vector<vk::GemmSplitSum> project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows,
                                             bool leave_kv_sums) const;
+  void moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm, const FusedDecode& f) const;
   // Whether layer il's q, k and v products of n tokens all take f16 rows.
   bool qkv_take_f16_rows(int il, uint32_t n) const;
   // Latent attention (layer_mla.cpp): q heads [rope part | attn_k_b . no-rope

@@ -6,7 +6,6 @@
 #include <string>
 
 #include "engine/vulkan/vk_check.h"
-#include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
@@ -22,9 +21,11 @@ struct FusedPush {
   uint32_t topk_normalize, topk_gating;
   float topk_scale;
   uint32_t glu_act, next_norm;
+  uint32_t att_dim, q_dim, kv_dim;
 };
 
 constexpr const char* kKernel = "moe_decode_fused";
+constexpr uint32_t kBindings = 22;
 constexpr uint32_t kMaxWorkgroup = 512, kMaxExperts = 1024, kMaxTopk = 64, kTopkShared = 512;
 // Polls of a grid barrier before it gives up (seconds on any device, far more
 // than a token's whole block takes).
@@ -36,8 +37,30 @@ uint32_t workgroup_for(const DeviceInfo& d) {
   return std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
 }
 
-// x as int8 for the larger of the two products' inputs, in int32 words.
-uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k) { return std::max(n_embd, k * n_ff) / 4; }
+// x as int8 for the largest of the products' inputs, in int32 words.
+uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim) {
+  return std::max({n_embd, k * n_ff, att_dim}) / 4;
+}
+
+// The shader's weight type codes (specialization constants 4..9; 0: none).
+uint32_t type_code(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q8_0: return 4;
+    case GgmlType::Q4_K: return 5;
+    case GgmlType::Q5_K: return 6;
+    case GgmlType::Q6_K: return 7;
+    default: return 0;
+  }
+}
+
+// A [rows][ncols] product the kernel reads in int8 units: a type it takes,
+// whole blocks, 32-bit unit indices.
+bool takes_matrix(GgmlType t, uint64_t rows, uint32_t ncols) {
+  if (type_code(t) == 0) return false;
+  const GpuWeightType& w = *gpu_weight_type(t);
+  return ncols > 0 && ncols % w.block_elems == 0 && ncols % 32 == 0 &&
+         rows * (ncols / w.block_elems) * w.block_bytes / w.align <= UINT32_MAX;
+}
 
 uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
   const uint64_t topk = 2 * 4 * 1024 + 2 * 4 * 64 + 64 + 2 * 2 * 4 * kTopkShared;
@@ -55,9 +78,12 @@ uint32_t moe_fused_grid(const DeviceInfo& d) {
 bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType down, uint32_t n_embd,
                                 uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp,
                                 uint64_t gate_up_stride, uint64_t down_stride) {
-  if (!d.integer_dot || !d.subgroup_arithmetic || !d.subgroup_shuffle || d.subgroup_size == 0) return false;
-  if (!q8x_supported_type(gate_up) || !q8x_supported_type(down)) return false;
-  for (GgmlType t : {gate_up, down})
+  if (!d.integer_dot || !d.subgroup_arithmetic || !d.subgroup_shuffle || d.subgroup_size == 0 ||
+      d.max_storage_buffers < kBindings)
+    return false;
+  if (type_code(gate_up) == 0 || type_code(down) == 0) return false;
+  // One shader reads every type: each type's features.
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     if (gpu_weight_type_missing_feature(d, t)) return false;
   // The kernel takes the strides in 32-bit bytes and indexes the stacked
   // experts in 32-bit units of the type's alignment.
@@ -72,7 +98,18 @@ bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType 
     return false;
   const uint32_t wg = workgroup_for(d);
   if (wg < 32 || wg > kMaxWorkgroup || !std::has_single_bit(wg) || n_expert > 32 * wg) return false;
-  return shared_bytes(wg, n_embd, xq_words(n_embd, n_ff, k)) <= d.max_shared_memory_bytes;
+  return shared_bytes(wg, n_embd, xq_words(n_embd, n_ff, k, 0)) <= d.max_shared_memory_bytes;
+}
+
+bool moe_fused_takes_out_proj(const DeviceInfo& d, GgmlType type, uint32_t n_embd, uint32_t n_ff, uint32_t k,
+                              uint32_t att_dim) {
+  return takes_matrix(type, n_embd, att_dim) &&
+         shared_bytes(workgroup_for(d), n_embd, xq_words(n_embd, n_ff, k, att_dim)) <= d.max_shared_memory_bytes;
+}
+
+bool moe_fused_takes_qkv(GgmlType q, GgmlType k, GgmlType v, uint32_t n_embd, uint32_t q_dim, uint32_t kv_dim) {
+  return q_dim > 0 && kv_dim > 0 && takes_matrix(q, q_dim, n_embd) && takes_matrix(k, kv_dim, n_embd) &&
+         takes_matrix(v, kv_dim, n_embd);
 }
 
 void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
@@ -101,7 +138,29 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   const bool next_norm = a.next_norm.buffer != VK_NULL_HANDLE;
   if (next_norm) {
     check_binding(kKernel, "next norm", a.next_norm, E * 4);
-    check_binding(kKernel, "xn", a.xn, E * 4);
+    if (!a.next_qkv) check_binding(kKernel, "xn", a.xn, E * 4);
+  }
+  const MoeFusedOutProj o = a.out_proj.value_or(MoeFusedOutProj{});
+  if (a.out_proj) {
+    if (!moe_fused_takes_out_proj(d, o.type, a.n_embd, a.n_ff, a.k, o.att_dim))
+      throw Error("internal error: moe_decode_fused does not take this output projection");
+    check_binding(kKernel, "wo", o.w, E * (o.att_dim / gpu_weight_type(o.type)->block_elems) *
+                                          gpu_weight_type(o.type)->block_bytes);
+    check_binding(kKernel, "att", o.att, uint64_t(o.att_dim) * 4);
+  }
+  const MoeFusedNextQkv n = a.next_qkv.value_or(MoeFusedNextQkv{});
+  if (a.next_qkv) {
+    if (!next_norm || !moe_fused_takes_qkv(n.q_type, n.k_type, n.v_type, a.n_embd, n.q_dim, n.kv_dim))
+      throw Error("internal error: moe_decode_fused does not take these q/k/v products");
+    auto matrix_bytes = [&](GgmlType t, uint64_t rows) {
+      return rows * (E / gpu_weight_type(t)->block_elems) * gpu_weight_type(t)->block_bytes;
+    };
+    check_binding(kKernel, "wq", n.wq, matrix_bytes(n.q_type, n.q_dim));
+    check_binding(kKernel, "wk", n.wk, matrix_bytes(n.k_type, n.kv_dim));
+    check_binding(kKernel, "wv", n.wv, matrix_bytes(n.v_type, n.kv_dim));
+    check_binding(kKernel, "q", n.q, uint64_t(n.q_dim) * 4);
+    check_binding(kKernel, "k", n.k, uint64_t(n.kv_dim) * 4);
+    check_binding(kKernel, "v", n.v, uint64_t(n.kv_dim) * 4);
   }
   const uint32_t wg = workgroup_for(d);
   const uint32_t tpr = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
@@ -121,14 +180,21 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        uint32_t(a.router.gating),
                        a.router.scale,
                        a.glu_act,
-                       next_norm ? 1u : 0u};
-  const std::string name = std::string("moe_decode_fused_") + gu.suffix + "_" + dn.suffix;
-  const Pipeline& p =
-      ctx.pipeline(name, 14, sizeof(FusedPush), {wg, tpr, xq_words(a.n_embd, a.n_ff, a.k), a.n_embd / 4});
-  // Without a next norm its bindings are unused: bind x in their place.
+                       next_norm ? 1u : 0u,
+                       o.att_dim,
+                       n.q_dim,
+                       n.kv_dim};
+  const Pipeline& p = ctx.pipeline(
+      kKernel, kBindings, sizeof(FusedPush),
+      {wg, tpr, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
+       type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u, a.next_qkv ? type_code(n.q_type) : 0u,
+       a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u});
+  // Bindings a step does not use hold x in their place.
+  auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
   rec.dispatch(p,
                {a.x, a.ffn_norm, a.router_w, a.gate, a.up, a.down, a.logits, a.h, a.ids, a.weights, a.counters,
-                next_norm ? a.next_norm : a.x, next_norm ? a.xn : a.x, a.flags},
+                or_x(a.next_norm), a.next_qkv ? a.x : or_x(a.xn), a.flags, or_x(o.att), or_x(o.w), or_x(n.wq),
+                or_x(n.wk), or_x(n.wv), or_x(n.q), or_x(n.k), or_x(n.v)},
                push, grid);
 }
 

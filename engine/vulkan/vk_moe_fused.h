@@ -2,17 +2,36 @@
 // One decoded token's routed-MoE block in one dispatch
 // (shaders/moe_decode_fused.comp): ffn norm, router, top-k, the k experts'
 // gate and up products with their activation, the down products weighted
-// into x, and optionally the next layer's norm. Its workgroups wait for each
+// into x, and optionally the next layer's norm; also, where asked, the
+// attention output projection before it and the next layer's q/k/v products
+// after it. Its workgroups wait for each
 // other at grid barriers instead of at dispatch boundaries, so the dispatch
 // must not have more workgroups than the device runs at once: one per compute
 // unit, where the driver says how many there are (moe_fused_grid).
 #include <cstdint>
+#include <optional>
 
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe::vk {
+
+// x += w . att before the block (w: [n_embd][att_dim]).
+struct MoeFusedOutProj {
+  GgmlType type = GgmlType::F32;
+  BufferRange w, att;  // att: att_dim floats
+  uint32_t att_dim = 0;
+};
+
+// After the block: xn = rmsnorm(x) * next_norm (kept in the kernel, not
+// written), q = wq . xn, k = wk . xn, v = wv . xn.
+struct MoeFusedNextQkv {
+  GgmlType q_type = GgmlType::F32, k_type = GgmlType::F32, v_type = GgmlType::F32;
+  BufferRange wq, wk, wv;  // [q_dim][n_embd], [kv_dim][n_embd] twice
+  BufferRange q, k, v;     // q_dim, kv_dim, kv_dim floats
+  uint32_t q_dim = 0, kv_dim = 0;
+};
 
 struct MoeFusedDecodeArgs {
   GgmlType gate_up_type = GgmlType::F32, down_type = GgmlType::F32;
@@ -31,6 +50,8 @@ struct MoeFusedDecodeArgs {
   BufferRange next_norm, xn;             // with next_norm: xn = rmsnorm(x) * next_norm after the update
   BufferRange flags;                     // non-finite flag (first uint, lowered by atomicMin)
   uint32_t grid = 0;                     // workgroups; 0: moe_fused_grid
+  std::optional<MoeFusedOutProj> out_proj;
+  std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
 };
 
 // Workgroups the fused dispatch uses on this device: VKMOE_MOE_FUSED_GRID when
@@ -39,13 +60,18 @@ struct MoeFusedDecodeArgs {
 // workgroup size (512) for measuring.
 uint32_t moe_fused_grid(const DeviceInfo& d);
 // Whether the fused kernel takes this block: int8 dot products, subgroup
-// arithmetic and shuffles, weight types Q8_0/Q4_K/Q5_K/Q6_K (gate and up
-// alike), n_embd a multiple of the gate/up block and of 32, n_ff of the down
+// arithmetic and shuffles, 16-bit storage and int16, weight types
+// Q8_0/Q4_K/Q5_K/Q6_K (gate and up alike), n_embd a multiple of the gate/up block and of 32, n_ff of the down
 // block, n_expert <= 1024, k <= 64, no expert groups, stacked experts (at
 // their strides in bytes) that 32-bit unit indices reach.
 bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType down, uint32_t n_embd,
                                 uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp,
                                 uint64_t gate_up_stride, uint64_t down_stride);
+// Whether it also takes an output projection of this type and width (before
+// the block), and q/k/v products of these types and heights (after it).
+bool moe_fused_takes_out_proj(const DeviceInfo& d, GgmlType type, uint32_t n_embd, uint32_t n_ff, uint32_t k,
+                              uint32_t att_dim);
+bool moe_fused_takes_qkv(GgmlType q, GgmlType k, GgmlType v, uint32_t n_embd, uint32_t q_dim, uint32_t kv_dim);
 void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a);
 
 }  // namespace vkmoe::vk

@@ -1,0 +1,36 @@
+// q8x_type.glsl for all four of its types at once, for a weight whose type is
+// a specialization constant (the branches of the other types fold away when
+// the pipeline is made). The includer defines
+//   Q8X_SLOT     the weight's name prefix (e.g. g),
+//   Q8X_W4(i), Q8X_W2(i) its buffer as uvec4s and as uint16s (q8x_type.glsl),
+// and gets q8x_type.glsl's names prefixed <slot><type>_ (e.g. g5_load_w for
+// Q4_K). The three macros are undefined at the end.
+#ifndef Q8X_PASTE
+#define Q8X_PASTE_(s, t, n) s##t##_##n
+#define Q8X_PASTE(s, t, n) Q8X_PASTE_(s, t, n)
+#endif
+
+#define Q8X_WT 4
+#define Q8X(n) Q8X_PASTE(Q8X_SLOT, 4, n)
+#include "q8x_type.glsl"
+#undef Q8X
+#undef Q8X_WT
+#define Q8X_WT 5
+#define Q8X(n) Q8X_PASTE(Q8X_SLOT, 5, n)
+#include "q8x_type.glsl"
+#undef Q8X
+#undef Q8X_WT
+#define Q8X_WT 6
+#define Q8X(n) Q8X_PASTE(Q8X_SLOT, 6, n)
+#include "q8x_type.glsl"
+#undef Q8X
+#undef Q8X_WT
+#define Q8X_WT 7
+#define Q8X(n) Q8X_PASTE(Q8X_SLOT, 7, n)
+#include "q8x_type.glsl"
+#undef Q8X
+#undef Q8X_WT
+
+#undef Q8X_SLOT
+#undef Q8X_W4
+#undef Q8X_W2
