@@ -19,13 +19,14 @@
 // a GPU; a grid barrier is one atomic round trip.
 // Products on int8 activations as matvec_q8x.comp's (q8x_type.glsl): the
 // input of each product is quantized per 32-element block in shared memory.
-// Specialization: 0 = workgroup size (a power of 2, <= 512), 1 = TPR lanes per
-// row (power of 2, <= subgroup size), 2 = XQ_WORDS (>= max(n_embd, k * n_ff,
-// att_dim) / 4), 3 = XS4 (n_embd / 4), 4..9 = the weight types of gate/up,
-// down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 = Q5_K, 7 = Q6_K; O_WT 0: no
-// step 0, Q_WT 0: no step 4). A lane group works on one row at a time, a lane
-// on one unit of it at a time: more rows or units at once measured slower on
-// an H200 (registers; docs/PERF.md run 36).
+// Specialization: 0 = workgroup size (a power of 2, <= 512), 1 = XQ_WORDS (>=
+// max(n_embd, k * n_ff, att_dim) / 4), 2 = XS4 (n_embd / 4), 3..8 = the
+// weight types of gate/up, down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 =
+// Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
+// that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
+// <= subgroup size). A lane group works on one row at a time, a lane on one
+// unit of it at a time: more rows or units at once measured slower on an H200
+// (registers; docs/PERF.md run 36).
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
 // 1 and writes NaN into x, so the token fails loudly instead of silently; a
 // wait that finds first_bad at 1 gives up at once (one loss, one timeout).
@@ -42,15 +43,18 @@ spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [
 int sdot4(int a, int b, spirv_literal int packed_format);
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint TPR = 32;
-layout(constant_id = 2) const uint XQ_WORDS = 1536;
-layout(constant_id = 3) const uint XS4 = 512;
-layout(constant_id = 4) const uint GU_WT = 5;
-layout(constant_id = 5) const uint DN_WT = 5;
-layout(constant_id = 6) const uint O_WT = 0;
-layout(constant_id = 7) const uint Q_WT = 0;
-layout(constant_id = 8) const uint K_WT = 0;
-layout(constant_id = 9) const uint V_WT = 0;
+layout(constant_id = 1) const uint XQ_WORDS = 1536;
+layout(constant_id = 2) const uint XS4 = 512;
+layout(constant_id = 3) const uint GU_WT = 5;
+layout(constant_id = 4) const uint DN_WT = 5;
+layout(constant_id = 5) const uint O_WT = 0;
+layout(constant_id = 6) const uint Q_WT = 0;
+layout(constant_id = 7) const uint K_WT = 0;
+layout(constant_id = 8) const uint V_WT = 0;
+layout(constant_id = 9) const uint GU_LANES = 32;
+layout(constant_id = 10) const uint DN_LANES = 32;
+layout(constant_id = 11) const uint O_LANES = 32;
+layout(constant_id = 12) const uint QKV_LANES = 32;
 const uint WG = gl_WorkGroupSize.x;
 
 // A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K).
@@ -183,10 +187,19 @@ void grid_barrier(uint n) {
   memoryBarrierBuffer();
 }
 
-float sum_over_lanes(float v) {
-  for (uint o = TPR / 2; o > 0; o >>= 1) v += subgroupShuffleXor(v, o);
+// The sum over a group of L lanes (L: a power of 2, <= subgroup size).
+float sum_over_lanes(float v, uint L) {
+  for (uint o = L / 2; o > 0; o >>= 1) v += subgroupShuffleXor(v, o);
   return v;
 }
+
+// This invocation's lane in its group of L and the group's index in the grid;
+// `groups`: the grid's groups of L.
+uint lane_of(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) % L; }
+uint group_of(uint L) {
+  return gl_WorkGroupID.x * (WG / L) + (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / L;
+}
+uint groups_of(uint L) { return p.grid * (WG / L); }
 
 // rmsnorm scale of the n_embd values of x; where report, a non-finite sum of
 // squares lowers first_bad to check (0: no check). stage: 1 xs = x *
@@ -214,52 +227,54 @@ void quantize_xs(float scale) {
   }
 }
 
-// One row's dot product with the quantized x over a lane group: the row
-// starts at unit rb and has nb blocks; lane takes units lane, lane + TPR, ...
+// One row's dot product with the quantized x over a group of L lanes: the
+// row starts at unit rb and has nb blocks; lane takes units lane, lane + L, ...
 #define ROW_DOT_T(S, T)                                                                           \
-  float S##T##_row(uint rb, uint nb, uint lane) {                                                 \
+  float S##T##_row(uint rb, uint nb, uint lane, uint L) {                                         \
     float acc = 0.0;                                                                              \
-    for (uint u = lane; u < nb * S##T##_UPB; u += TPR) {                                          \
+    for (uint u = lane; u < nb * S##T##_UPB; u += L) {                                            \
       const uint b = u / S##T##_UPB, kk = u % S##T##_UPB;                                         \
       acc += S##T##_dot_w(S##T##_load_w(rb + b * S##T##_BLOCK_UNITS, kk), kk, S##T##_load_x(b, kk)); \
     }                                                                                             \
     return acc;                                                                                   \
   }
-#define ROW_AT(S, T, row, ncols, lane) \
-  S##T##_row((row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK, lane)
-// S_row(row, ncols, lane): row `row` of slot S's [rows][ncols] matrix of type WT, as above.
-#define ROW_DOT(S, WT)                                              \
+#define ROW_AT(S, T, row, ncols, lane, L) \
+  S##T##_row((row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK, lane, L)
+// S_row(row, ncols, lane): row `row` of slot S's [rows][ncols] matrix of type
+// WT, as above, over groups of L lanes.
+#define ROW_DOT(S, WT, L)                                           \
   ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7) \
   float S##_row(uint row, uint ncols, uint lane) {                  \
-    if (WT == 4) return ROW_AT(S, 4, row, ncols, lane);             \
-    if (WT == 5) return ROW_AT(S, 5, row, ncols, lane);             \
-    if (WT == 6) return ROW_AT(S, 6, row, ncols, lane);             \
-    return ROW_AT(S, 7, row, ncols, lane);                          \
+    if (WT == 4) return ROW_AT(S, 4, row, ncols, lane, L);          \
+    if (WT == 5) return ROW_AT(S, 5, row, ncols, lane, L);          \
+    if (WT == 6) return ROW_AT(S, 6, row, ncols, lane, L);          \
+    return ROW_AT(S, 7, row, ncols, lane, L);                       \
   }
-ROW_DOT(o, O_WT)
-ROW_DOT(q, Q_WT)
-ROW_DOT(k, K_WT)
-ROW_DOT(v, V_WT)
+ROW_DOT(o, O_WT, O_LANES)
+ROW_DOT(q, Q_WT, QKV_LANES)
+ROW_DOT(k, K_WT, QKV_LANES)
+ROW_DOT(v, V_WT, QKV_LANES)
 
 // The k experts' gate and up rows (item = j * n_ff + row) with their
-// activation into h, items spread over the grid's lane groups.
+// activation into h, items spread over the grid's groups of GU_LANES.
 #define GATE_UP_T(T)                                                                            \
-  void gate_up##T(uint gg, uint groups, uint lane) {                                            \
+  void gate_up##T() {                                                                           \
+    const uint lane = lane_of(GU_LANES), gg = group_of(GU_LANES), groups = groups_of(GU_LANES);  \
     const uint nb = p.n_embd / g##T##_QK;                                                       \
     const uint units = nb * g##T##_UPB, row_units = nb * g##T##_BLOCK_UNITS;                    \
     for (uint item = gg; item < p.k * p.n_ff; item += groups) {                                 \
       const uint rb =                                                                           \
           uint(sel_id[item / p.n_ff]) * (p.gu_stride / g##T##_UNIT_BYTES) + (item % p.n_ff) * row_units; \
       float ag = 0.0, au = 0.0;                                                                 \
-      for (uint u = lane; u < units; u += TPR) {                                                \
+      for (uint u = lane; u < units; u += GU_LANES) {                                           \
         const uint b = u / g##T##_UPB, kk = u % g##T##_UPB;                                     \
         const g##T##_WData wg_ = g##T##_load_w(rb + b * g##T##_BLOCK_UNITS, kk);                \
         const u##T##_WData wu_ = u##T##_load_w(rb + b * g##T##_BLOCK_UNITS, kk);                \
         ag += g##T##_dot_w(wg_, kk, g##T##_load_x(b, kk));                                      \
         au += u##T##_dot_w(wu_, kk, u##T##_load_x(b, kk));                                      \
       }                                                                                         \
-      ag = sum_over_lanes(ag);                                                                  \
-      au = sum_over_lanes(au);                                                                  \
+      ag = sum_over_lanes(ag, GU_LANES);                                                        \
+      au = sum_over_lanes(au, GU_LANES);                                                        \
       if (lane == 0) h1[item] = glu(ag, au, p.glu_act);                                         \
     }                                                                                           \
   }
@@ -268,23 +283,24 @@ GATE_UP_T(5)
 GATE_UP_T(6)
 GATE_UP_T(7)
 
-// x[row] += sum_j w[j] down_j[row] . h[j], rows spread over the grid's lane
-// groups; a row's units of all k experts one after another.
+// x[row] += sum_j w[j] down_j[row] . h[j], rows spread over the grid's
+// groups of DN_LANES; a row's units of all k experts one after another.
 #define DOWN_T(T)                                                                               \
-  void down##T(uint gg, uint groups, uint lane) {                                               \
+  void down##T() {                                                                              \
+    const uint lane = lane_of(DN_LANES), gg = group_of(DN_LANES), groups = groups_of(DN_LANES);  \
     const uint nb = p.n_ff / d##T##_QK;                                                         \
     const uint units_e = nb * d##T##_UPB, units = p.k * units_e, row_units = nb * d##T##_BLOCK_UNITS; \
     const uint estride = p.dn_stride / d##T##_UNIT_BYTES;                                       \
     for (uint row = gg; row < p.n_embd; row += groups) {                                        \
       float acc = 0.0;                                                                          \
-      for (uint u = lane; u < units; u += TPR) {                                                \
+      for (uint u = lane; u < units; u += DN_LANES) {                                           \
         const uint j = u / units_e, ue = u % units_e;                                           \
         const uint b = ue / d##T##_UPB, kk = ue % d##T##_UPB;                                   \
         const d##T##_WData wd =                                                                 \
             d##T##_load_w(uint(sel_id[j]) * estride + row * row_units + b * d##T##_BLOCK_UNITS, kk); \
         acc += sel_w[j] * d##T##_dot_w(wd, kk, d##T##_load_x(j * nb + b, kk));                  \
       }                                                                                         \
-      acc = sum_over_lanes(acc);                                                                \
+      acc = sum_over_lanes(acc, DN_LANES);                                                      \
       if (lane == 0) x1[row] += acc;                                                            \
     }                                                                                           \
   }
@@ -297,10 +313,6 @@ void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint wg = gl_WorkGroupID.x;
   const uint E = p.n_embd, F = p.n_ff, K = p.k;
-  const uint tid = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
-  const uint lane = tid % TPR;
-  const uint groups = p.grid * (WG / TPR);  // lane groups in the grid
-  const uint gg = wg * (WG / TPR) + tid / TPR;
   uint barriers = 0;
 
   // 0. The attention output projection into x.
@@ -311,8 +323,9 @@ void main() {
       q8x_quantize_block(v, blk);
     }
     barrier();
-    for (uint row = gg; row < E; row += groups) {
-      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane));
+    const uint lane = lane_of(O_LANES);
+    for (uint row = group_of(O_LANES); row < E; row += groups_of(O_LANES)) {
+      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
       if (lane == 0) x1[row] += acc;
     }
     grid_barrier(++barriers);
@@ -334,10 +347,10 @@ void main() {
   // 2. Top-k, then the k experts' gate and up products with their activation.
   route_topk(0);
   barrier();
-  if (GU_WT == 4) gate_up4(gg, groups, lane);
-  if (GU_WT == 5) gate_up5(gg, groups, lane);
-  if (GU_WT == 6) gate_up6(gg, groups, lane);
-  if (GU_WT == 7) gate_up7(gg, groups, lane);
+  if (GU_WT == 4) gate_up4();
+  if (GU_WT == 5) gate_up5();
+  if (GU_WT == 6) gate_up6();
+  if (GU_WT == 7) gate_up7();
   grid_barrier(++barriers);
 
   // 3. The down products of the k experts, weighted, added to x.
@@ -347,21 +360,22 @@ void main() {
     q8x_quantize_block(v, blk);
   }
   barrier();
-  if (DN_WT == 4) down4(gg, groups, lane);
-  if (DN_WT == 5) down5(gg, groups, lane);
-  if (DN_WT == 6) down6(gg, groups, lane);
-  if (DN_WT == 7) down7(gg, groups, lane);
+  if (DN_WT == 4) down4();
+  if (DN_WT == 5) down5();
+  if (DN_WT == 6) down6();
+  if (DN_WT == 7) down7();
 
   // 4. The next layer's norm (each workgroup) and its q, k and v.
   if (Q_WT != 0) {
     grid_barrier(++barriers);
     quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
-    const uint QK = p.q_dim + p.kv_dim;
-    for (uint row = gg; row < QK + p.kv_dim; row += groups) {
+    const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES);
+    for (uint row = group_of(QKV_LANES); row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
       const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane)
                                        : row < QK    ? k_row(row - p.q_dim, E, lane)
-                                                     : v_row(row - QK, E, lane));
+                                                     : v_row(row - QK, E, lane),
+                                       QKV_LANES);
       if (lane != 0) continue;
       if (row < p.q_dim)
         q_out[row] = acc;

@@ -122,7 +122,7 @@ struct Out {
 };
 
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
-              uint32_t check_out, const Extra* extra = nullptr) {
+              uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {}) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
@@ -159,6 +159,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
   a.xn = bxn;
   a.flags = bf;
   a.grid = grid;
+  a.lanes = lanes;
   Buffer bo, batt, bwq, bwk, bwv, bq, bk, bv;
   if (extra) {
     bo = e.buf(extra->wo.q);
@@ -335,29 +336,32 @@ TEST(ShaderMoeFused, OutProjAndNextQkvMatchHostReference) {
     ASSERT_TRUE(moe_fused_takes_qkv(ec.q, ec.k, ec.v, c.E, ec.Q, ec.KV));
     Block b(c, e);
     const Extra x_(b, ec.o, ec.q, ec.k, ec.v, ec.A, ec.Q, ec.KV);
-    for (uint32_t grid : grids(e)) {
-      SCOPED_TRACE("grid " + std::to_string(grid));
-      const std::vector<float> x = e.randn(c.E, 1.5f);
-      const Out o = run_block(e, b, x, grid, 5, 7, &x_);
-      std::vector<double> att(x_.att.begin(), x_.att.end()), proj, mag;
-      product(x_.wo, c.E, ec.A, att, proj, mag);
-      std::vector<double> x0(c.E), x0_err(c.E);
-      for (uint32_t r = 0; r < c.E; ++r) {
-        x0[r] = x[r] + proj[r];
-        x0_err[r] = 1e-5 * mag[r];
+    // Also with fewer lanes per row than the subgroup's (more rows at once).
+    const std::array<uint32_t, 4> fewer{2, 4, 1, 2};
+    for (uint32_t grid : grids(e))
+      for (const std::array<uint32_t, 4>& lanes : {std::array<uint32_t, 4>{}, fewer}) {
+        SCOPED_TRACE("grid " + std::to_string(grid) + " lanes " + std::to_string(lanes[0]));
+        const std::vector<float> x = e.randn(c.E, 1.5f);
+        const Out o = run_block(e, b, x, grid, 5, 7, &x_, lanes);
+        std::vector<double> att(x_.att.begin(), x_.att.end()), proj, mag;
+        product(x_.wo, c.E, ec.A, att, proj, mag);
+        std::vector<double> x0(c.E), x0_err(c.E);
+        for (uint32_t r = 0; r < c.E; ++r) {
+          x0[r] = x[r] + proj[r];
+          x0_err[r] = 1e-5 * mag[r];
+        }
+        expect_block(b, x0, x0_err, o, false);
+        for (float v : o.xn) ASSERT_TRUE(std::isnan(v)) << "with q/k/v, xn is not written";
+        const std::vector<double> xn2 = b.xn_of(o.x, b.next_w);
+        auto expect_rows = [&](const Expert& w, uint32_t rows, const std::vector<float>& got, const char* what) {
+          std::vector<double> want, m;
+          product(w, rows, c.E, xn2, want, m);
+          for (uint32_t r = 0; r < rows; ++r) ASSERT_NEAR(got[r], want[r], 1e-4 * m[r] + 1e-6) << what << " row " << r;
+        };
+        expect_rows(x_.wq, ec.Q, o.q, "q");
+        expect_rows(x_.wk, ec.KV, o.k, "k");
+        expect_rows(x_.wv, ec.KV, o.v, "v");
       }
-      expect_block(b, x0, x0_err, o, false);
-      for (float v : o.xn) ASSERT_TRUE(std::isnan(v)) << "with q/k/v, xn is not written";
-      const std::vector<double> xn2 = b.xn_of(o.x, b.next_w);
-      auto expect_rows = [&](const Expert& w, uint32_t rows, const std::vector<float>& got, const char* what) {
-        std::vector<double> want, m;
-        product(w, rows, c.E, xn2, want, m);
-        for (uint32_t r = 0; r < rows; ++r) ASSERT_NEAR(got[r], want[r], 1e-4 * m[r] + 1e-6) << what << " row " << r;
-      };
-      expect_rows(x_.wq, ec.Q, o.q, "q");
-      expect_rows(x_.wk, ec.KV, o.k, "k");
-      expect_rows(x_.wv, ec.KV, o.v, "v");
-    }
   }
 }
 
@@ -396,9 +400,10 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
   Block b(c, e);
   const DeviceInfo& d = e.ctx->info();
   const uint32_t wg = std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
-  const uint32_t tpr = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
-  const Pipeline& p = e.ctx->pipeline("moe_decode_fused", 22, sizeof(Push),
-                                      {wg, tpr, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0});
+  const uint32_t lanes = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
+  const Pipeline& p = e.ctx->pipeline(
+      "moe_decode_fused", 22, sizeof(Push),
+      {wg, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0, lanes, lanes, lanes, lanes});
   Buffer bx = e.buf(e.randn(c.E)), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q),
          bu = e.buf(b.up.q), bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N)),
          bh = e.buf(std::vector<float>(c.K * c.F)), bi = e.buf(std::vector<int32_t>(c.K)),

@@ -1,8 +1,10 @@
 #include "engine/vulkan/vk_moe_fused.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 
 #include "engine/vulkan/vk_check.h"
@@ -35,6 +37,22 @@ uint32_t workgroup_for(const DeviceInfo& d) {
   static const char* forced = std::getenv("VKMOE_MOE_FUSED_WG");
   if (forced) return uint32_t(std::atoi(forced));
   return std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
+}
+
+// Lanes sharing a row in the gate/up, down, wo and q/k/v products: the
+// subgroup's (at most 32), or VKMOE_MOE_FUSED_LANES=gu,dn,o,qkv for measuring
+// (each rounded down to a power of 2 no larger).
+std::array<uint32_t, 4> lanes_for(const DeviceInfo& d) {
+  const uint32_t most = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
+  std::array<uint32_t, 4> l{most, most, most, most};
+  static const char* forced = std::getenv("VKMOE_MOE_FUSED_LANES");
+  if (forced) {
+    std::istringstream in(forced);
+    std::string item;
+    for (size_t i = 0; i < l.size() && std::getline(in, item, ','); ++i)
+      l[i] = std::clamp<uint32_t>(std::bit_floor(uint32_t(std::max(1, std::atoi(item.c_str())))), 1, most);
+  }
+  return l;
 }
 
 // x as int8 for the largest of the products' inputs, in int32 words.
@@ -163,7 +181,13 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
     check_binding(kKernel, "v", n.v, uint64_t(n.kv_dim) * 4);
   }
   const uint32_t wg = workgroup_for(d);
-  const uint32_t tpr = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
+  std::array<uint32_t, 4> lanes = lanes_for(d);
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    if (a.lanes[i] == 0) continue;
+    if (!std::has_single_bit(a.lanes[i]) || a.lanes[i] > d.subgroup_size || a.lanes[i] > wg)
+      throw Error("internal error: moe_decode_fused lanes per row");
+    lanes[i] = a.lanes[i];
+  }
   const FusedPush push{a.n_embd,
                        a.n_ff,
                        a.n_expert,
@@ -186,9 +210,10 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        n.kv_dim};
   const Pipeline& p = ctx.pipeline(
       kKernel, kBindings, sizeof(FusedPush),
-      {wg, tpr, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
+      {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
        type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u, a.next_qkv ? type_code(n.q_type) : 0u,
-       a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u});
+       a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u, lanes[0], lanes[1], lanes[2],
+       lanes[3]});
   // Bindings a step does not use hold x in their place.
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
   rec.dispatch(p,

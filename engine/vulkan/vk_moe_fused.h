@@ -8,6 +8,7 @@
 // other at grid barriers instead of at dispatch boundaries, so the dispatch
 // must not have more workgroups than the device runs at once: one per compute
 // unit, where the driver says how many there are (moe_fused_grid).
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -50,6 +51,9 @@ struct MoeFusedDecodeArgs {
   BufferRange next_norm, xn;             // with next_norm: xn = rmsnorm(x) * next_norm after the update
   BufferRange flags;                     // non-finite flag (first uint, lowered by atomicMin)
   uint32_t grid = 0;                     // workgroups; 0: moe_fused_grid
+  // Lanes sharing a row in the gate/up, down, wo and q/k/v products (powers
+  // of 2 up to the subgroup size); 0: the kernel's choice.
+  std::array<uint32_t, 4> lanes{};
   std::optional<MoeFusedOutProj> out_proj;
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
 };
