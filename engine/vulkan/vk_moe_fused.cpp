@@ -99,18 +99,15 @@ bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType 
   if (!d.integer_dot || !d.subgroup_arithmetic || !d.subgroup_shuffle || d.subgroup_size == 0 ||
       d.max_storage_buffers < kBindings)
     return false;
-  if (type_code(gate_up) == 0 || type_code(down) == 0) return false;
   // One shader reads every type: each type's features.
   for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
     if (gpu_weight_type_missing_feature(d, t)) return false;
+  if (!takes_matrix(gate_up, 1, n_embd) || !takes_matrix(down, 1, n_ff)) return false;
   // The kernel takes the strides in 32-bit bytes and indexes the stacked
   // experts in 32-bit units of the type's alignment.
   if (gate_up_stride > UINT32_MAX || down_stride > UINT32_MAX ||
       uint64_t(n_expert) * gate_up_stride / gpu_weight_type(gate_up)->align > UINT32_MAX ||
       uint64_t(n_expert) * down_stride / gpu_weight_type(down)->align > UINT32_MAX)
-    return false;
-  const uint32_t qk_gu = gpu_weight_type(gate_up)->block_elems, qk_dn = gpu_weight_type(down)->block_elems;
-  if (n_embd == 0 || n_embd % qk_gu != 0 || n_embd % 32 != 0 || n_ff == 0 || n_ff % qk_dn != 0 || n_ff % 32 != 0)
     return false;
   if (n_expert == 0 || n_expert > kMaxExperts || k == 0 || k > kMaxTopk || k > n_expert || rp.n_group > 1)
     return false;

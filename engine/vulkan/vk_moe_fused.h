@@ -60,8 +60,10 @@ struct MoeFusedDecodeArgs {
 
 // Workgroups the fused dispatch uses on this device: VKMOE_MOE_FUSED_GRID when
 // set, else one per compute unit where the driver reports them (NVIDIA SMs;
-// on AMD one per two CUs), else 0 (not used). VKMOE_MOE_FUSED_WG sets the
-// workgroup size (512) for measuring.
+// on AMD one per two CUs), else 0 (not used). For measuring,
+// VKMOE_MOE_FUSED_WG sets the workgroup size (512) and
+// VKMOE_MOE_FUSED_LANES=gu,dn,o,qkv the lanes per row of each product
+// (default: the subgroup's, at most 32).
 uint32_t moe_fused_grid(const DeviceInfo& d);
 // Whether the fused kernel takes this block: int8 dot products, subgroup
 // arithmetic and shuffles, 16-bit storage and int16, weight types
