@@ -73,10 +73,10 @@ class LayerProgram {
   // A decoded token's resident MoE block in one dispatch of workgroups that
   // wait for each other (vk_moe_fused.h): ffn norm to combine, and with
   // next_norm the next layer's norm. Where it can, the same dispatch also
-  // takes the layer's output projection before the block (out_proj) and,
-  // with VKMOE_FUSED_QKV=1 layer il + 1's q/k/v products after it
-  // (next_qkv; that layer's attention then starts from AttnIn::Qkv).
-  // VKMOE_MOE_FUSED=0: no block; VKMOE_FUSED_OUT_PROJ=0: no output projection.
+  // takes the layer's output projection before the block (out_proj) and
+  // layer il + 1's q/k/v products after it (next_qkv; that layer's attention
+  // then starts from AttnIn::Qkv). VKMOE_MOE_FUSED=0: no block;
+  // VKMOE_FUSED_OUT_PROJ=0, VKMOE_FUSED_QKV=0: without those steps.
   struct FusedDecode {
     bool block = false, out_proj = false, next_qkv = false;
     uint32_t grid = 0;  // workgroups (vk::moe_fused_grid)
