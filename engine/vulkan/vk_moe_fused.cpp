@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/vulkan/vk_check.h"
+#include "engine/vulkan/vk_matvec.h"
 #include "engine/vulkan/weight_types.h"
 
 namespace vkmoe::vk {
@@ -60,8 +61,10 @@ uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim) 
   return std::max({n_embd, k * n_ff, att_dim}) / 4;
 }
 
-// The shader's weight type codes (specialization constants 4..9; 0: none).
+// The shader's codes of the int8-activation types (shaders/wtype.glsl's ids;
+// specialization constants 3..8); 0: a type it does not read.
 uint32_t type_code(GgmlType t) {
+  if (!q8x_supported_type(t)) return 0;
   switch (t) {
     case GgmlType::Q8_0: return 4;
     case GgmlType::Q4_K: return 5;
