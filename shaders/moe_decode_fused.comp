@@ -55,9 +55,6 @@ layout(constant_id = 9) const uint GU_LANES = 32;
 layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
-// While a workgroup waits at a grid barrier, its other invocations load one
-// word of each 128-byte line of the weights it reads next (into L2 and L1).
-layout(constant_id = 13) const uint PREFETCH = 1;
 const uint WG = gl_WorkGroupSize.x;
 
 // A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K).
@@ -166,78 +163,9 @@ shared bool is_last;
   }
 #include "moe_topk.glsl"
 
-float sum_over_lanes(float v, uint L) {
-  for (uint o = L / 2; o > 0; o >>= 1) v += subgroupShuffleXor(v, o);
-  return v;
-}
-
-// This invocation's lane in its group of L and the group's index in the grid;
-// `groups`: the grid's groups of L.
-uint lane_of(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) % L; }
-uint group_of(uint L) {
-  return gl_WorkGroupID.x * (WG / L) + (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / L;
-}
-uint groups_of(uint L) { return p.grid * (WG / L); }
-
-// Bytes of a row of ncols weights of type wt (4 = Q8_0, 5 = Q4_K, 6 = Q5_K, 7 = Q6_K).
-uint row_bytes(uint wt, uint ncols) {
-  return wt == 4 ? ncols / 32 * 34 : ncols / 256 * (wt == 5 ? 144 : wt == 6 ? 176 : 210);
-}
-
-// Loads one 16-bit word of each 128-byte line of words [w0, w1) of a weight
-// buffer, lines spread over L lanes; an xor of what it read.
-#define TOUCH(S)                                                        \
-  uint S##_touch(uint w0, uint w1, uint lane, uint L) {                 \
-    uint a = 0;                                                         \
-    for (uint w = (w0 & ~63u) + 64 * lane; w < w1; w += 64 * L)         \
-      a ^= uint(S##_w2[max(w, w0)]);                                    \
-    return a;                                                           \
-  }
-TOUCH(d)
-TOUCH(q)
-TOUCH(k)
-TOUCH(v)
-
-// The weights the step after a grid barrier reads: 1 the router's rows, 3 the
-// k experts' down rows, 4 the next layer's q/k/v rows (this invocation's
-// share of them; offsets in 16-bit words, which the host keeps in 32 bits);
-// 0 none.
-void prefetch(uint step) {
-  uint a = 0;
-  if (step == 1) {
-    const uint rb = p.n_embd * 4;
-    for (uint row = gl_WorkGroupID.x * gl_NumSubgroups + gl_SubgroupID; row < p.n_expert;
-         row += p.grid * gl_NumSubgroups)
-      for (uint b = row * rb + 128 * gl_SubgroupInvocationID; b < (row + 1) * rb; b += 128 * gl_SubgroupSize)
-        a ^= floatBitsToUint(router4[b / 16].x);
-  } else if (step == 3) {
-    const uint lane = lane_of(DN_LANES), rw = row_bytes(DN_WT, p.n_ff) / 2;
-    for (uint row = group_of(DN_LANES); row < p.n_embd; row += groups_of(DN_LANES))
-      for (uint j = 0; j < p.k; ++j) {
-        const uint w0 = uint(sel_id[j]) * (p.dn_stride / 2) + row * rw;
-        a ^= d_touch(w0, w0 + rw, lane, DN_LANES);
-      }
-  } else if (step == 4) {
-    const uint lane = lane_of(QKV_LANES), QK = p.q_dim + p.kv_dim;
-    const uint rq = row_bytes(Q_WT, p.n_embd) / 2, rk = row_bytes(K_WT, p.n_embd) / 2;
-    const uint rv = row_bytes(V_WT, p.n_embd) / 2;
-    for (uint row = group_of(QKV_LANES); row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
-      if (row < p.q_dim)
-        a ^= q_touch(row * rq, (row + 1) * rq, lane, QKV_LANES);
-      else if (row < QK)
-        a ^= k_touch((row - p.q_dim) * rk, (row - p.q_dim + 1) * rk, lane, QKV_LANES);
-      else
-        a ^= v_touch((row - QK) * rv, (row - QK + 1) * rv, lane, QKV_LANES);
-    }
-  }
-  // Keeps the loads (spin_limit is never 0).
-  if (a == 0x9e3779b9u && p.spin_limit == 0u) first_bad = a;
-}
-
 // Waits until every workgroup has arrived at its n-th grid barrier of this
-// dispatch (the counter only grows within it), their buffer writes visible;
-// meanwhile the workgroup's other invocations prefetch for `step`.
-void grid_barrier(uint n, uint step) {
+// dispatch (the counter only grows within it), their buffer writes visible.
+void grid_barrier(uint n) {
   memoryBarrierBuffer();
   barrier();
   if (gl_LocalInvocationID.x == 0) {
@@ -254,14 +182,24 @@ void grid_barrier(uint n, uint step) {
       atomicMin(first_bad, 1u);
       x1[0] = uintBitsToFloat(0x7fc00000u);
     }
-  } else if (PREFETCH != 0) {
-    prefetch(step);
   }
   barrier();
   memoryBarrierBuffer();
 }
 
 // The sum over a group of L lanes (L: a power of 2, <= subgroup size).
+float sum_over_lanes(float v, uint L) {
+  for (uint o = L / 2; o > 0; o >>= 1) v += subgroupShuffleXor(v, o);
+  return v;
+}
+
+// This invocation's lane in its group of L and the group's index in the grid;
+// `groups`: the grid's groups of L.
+uint lane_of(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) % L; }
+uint group_of(uint L) {
+  return gl_WorkGroupID.x * (WG / L) + (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / L;
+}
+uint groups_of(uint L) { return p.grid * (WG / L); }
 
 // rmsnorm scale of the n_embd values of x; where report, a non-finite sum of
 // squares lowers first_bad to check (0: no check). stage: 1 xs = x *
@@ -390,7 +328,7 @@ void main() {
       const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
       if (lane == 0) x1[row] += acc;
     }
-    grid_barrier(++barriers, 1);
+    grid_barrier(++barriers);
   }
 
   // 1. The ffn norm (each workgroup) and the router's logits.
@@ -404,7 +342,7 @@ void main() {
     if (subgroupElect()) logits[row] = acc * scale;
   }
   quantize_xs(scale);
-  grid_barrier(++barriers, 0);
+  grid_barrier(++barriers);
 
   // 2. Top-k, then the k experts' gate and up products with their activation.
   route_topk(0);
@@ -413,7 +351,7 @@ void main() {
   if (GU_WT == 5) gate_up5();
   if (GU_WT == 6) gate_up6();
   if (GU_WT == 7) gate_up7();
-  grid_barrier(++barriers, 3);
+  grid_barrier(++barriers);
 
   // 3. The down products of the k experts, weighted, added to x.
   for (uint blk = t; blk < K * F / 32; blk += WG) {
@@ -429,7 +367,7 @@ void main() {
 
   // 4. The next layer's norm (each workgroup) and its q, k and v.
   if (Q_WT != 0) {
-    grid_barrier(++barriers, 4);
+    grid_barrier(++barriers);
     quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
     const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES);

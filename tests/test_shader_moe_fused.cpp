@@ -403,7 +403,7 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
   const uint32_t lanes = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
   const Pipeline& p = e.ctx->pipeline(
       "moe_decode_fused", 22, sizeof(Push),
-      {wg, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0, lanes, lanes, lanes, lanes, 1});
+      {wg, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0, lanes, lanes, lanes, lanes});
   Buffer bx = e.buf(e.randn(c.E)), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q),
          bu = e.buf(b.up.q), bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N)),
          bh = e.buf(std::vector<float>(c.K * c.F)), bi = e.buf(std::vector<int32_t>(c.K)),

@@ -56,17 +56,6 @@ std::array<uint32_t, 4> lanes_for(const DeviceInfo& d) {
   return l;
 }
 
-// Whether the kernel prefetches the next step's weights during grid barriers:
-// where 16-bit word offsets of every matrix fit 32 bits (VKMOE_MOE_FUSED_PREFETCH=0: never).
-bool prefetches(const MoeFusedDecodeArgs& a) {
-  static const bool off = env_off("VKMOE_MOE_FUSED_PREFETCH");
-  if (off || uint64_t(a.n_expert) * a.down_stride / 2 > UINT32_MAX) return false;
-  if (!a.next_qkv) return true;
-  const uint64_t words = uint64_t(a.n_embd / gpu_weight_type(GgmlType::Q8_0)->block_elems) *
-                         gpu_weight_type(GgmlType::Q8_0)->block_bytes / 2;  // the widest row of the four types
-  return uint64_t(a.next_qkv->q_dim) * words <= UINT32_MAX && uint64_t(a.next_qkv->kv_dim) * words <= UINT32_MAX;
-}
-
 // x as int8 for the largest of the products' inputs, in int32 words.
 uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim) {
   return std::max({n_embd, k * n_ff, att_dim}) / 4;
@@ -224,7 +213,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
        type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u, a.next_qkv ? type_code(n.q_type) : 0u,
        a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u, lanes[0], lanes[1], lanes[2],
-       lanes[3], prefetches(a) ? 1u : 0u});
+       lanes[3]});
   // Bindings a step does not use hold x in their place.
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
   rec.dispatch(p,
