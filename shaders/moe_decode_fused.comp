@@ -29,7 +29,8 @@
 // (registers; docs/PERF.md run 36).
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
 // 1 and writes NaN into x, so the token fails loudly instead of silently; a
-// wait that finds first_bad at 1 gives up at once (one loss, one timeout).
+// wait that then finds first_bad at 1 gives up after 1024 polls (one loss,
+// one timeout).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -169,16 +170,20 @@ void grid_barrier(uint n) {
   memoryBarrierBuffer();
   barrier();
   if (gl_LocalInvocationID.x == 0) {
-    atomicAdd(counter[p.counter], 1u);
-    // Two nested loops: llvmpipe ends any one loop after 65535 iterations.
-    bool arrived = atomicAdd(first_bad, 0u) == 1u;  // an earlier wait was lost
-    for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived; ++outer)
+    // The last to arrive does not poll (the others' polls are the barrier's
+    // latency; it would add its own). The others poll in rounds of 1024
+    // (llvmpipe ends any one loop after 65535 iterations) and after each round
+    // give up if an earlier wait was lost (first_bad 1).
+    bool arrived = atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid, lost = false;
+    for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived && !lost; ++outer) {
       for (uint inner = 0; inner < 1024; ++inner)
         if (atomicAdd(counter[p.counter], 0u) >= n * p.grid) {
           arrived = true;
           break;
         }
-    if (!arrived) {
+      lost = !arrived && atomicAdd(first_bad, 0u) == 1u;
+    }
+    if (!arrived && !lost) {
       atomicMin(first_bad, 1u);
       x1[0] = uintBitsToFloat(0x7fc00000u);
     }
