@@ -4,7 +4,9 @@
 // logits, ids and weights (route_topk of the kernel's logits), the experts'
 // activations h, x after the combine and the next layer's norm, for a grid of
 // one workgroup and, on GPUs, of one per compute unit (they wait for each
-// other at grid barriers). Also: non-finite inputs lower the flag, and a grid
+// other at grid barriers); with the attention output projection before the
+// block and the next layer's q/k/v after it, also those. Also: non-finite
+// inputs lower the flag, and a grid
 // whose workgroups cannot all arrive gives up and poisons x instead of
 // hanging. Fresh random inputs each run (seed printed).
 #include <gtest/gtest.h>
