@@ -80,7 +80,7 @@ bool takes_matrix(GgmlType t, uint64_t rows, uint32_t ncols) {
   if (type_code(t) == 0) return false;
   const GpuWeightType& w = *gpu_weight_type(t);
   return ncols > 0 && ncols % w.block_elems == 0 && ncols % 32 == 0 &&
-         rows * (ncols / w.block_elems) * w.block_bytes / w.align <= UINT32_MAX;
+         rows * row_bytes(t, ncols) / w.align <= UINT32_MAX;
 }
 
 uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
@@ -139,8 +139,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   const uint32_t grid = a.grid ? a.grid : moe_fused_grid(d);
   if (grid == 0 || grid > d.max_workgroup_count[0]) throw Error("internal error: moe_decode_fused grid");
   const uint64_t E = a.n_embd, F = a.n_ff, N = a.n_expert, K = a.k;
-  const GpuWeightType &gu = *gpu_weight_type(a.gate_up_type), &dn = *gpu_weight_type(a.down_type);
-  const uint64_t gu_row = E / gu.block_elems * gu.block_bytes, dn_row = F / dn.block_elems * dn.block_bytes;
+  const uint64_t gu_row = row_bytes(a.gate_up_type, E), dn_row = row_bytes(a.down_type, F);
   check_binding(kKernel, "x", a.x, E * 4);
   check_binding(kKernel, "ffn norm", a.ffn_norm, E * 4);
   check_binding(kKernel, "router", a.router_w, N * E * 4);
@@ -162,20 +161,16 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   if (a.out_proj) {
     if (!moe_fused_takes_out_proj(d, o.type, a.n_embd, a.n_ff, a.k, o.att_dim))
       throw Error("internal error: moe_decode_fused does not take this output projection");
-    check_binding(kKernel, "wo", o.w, E * (o.att_dim / gpu_weight_type(o.type)->block_elems) *
-                                          gpu_weight_type(o.type)->block_bytes);
+    check_binding(kKernel, "wo", o.w, E * row_bytes(o.type, o.att_dim));
     check_binding(kKernel, "att", o.att, uint64_t(o.att_dim) * 4);
   }
   const MoeFusedNextQkv n = a.next_qkv.value_or(MoeFusedNextQkv{});
   if (a.next_qkv) {
     if (!next_norm || !moe_fused_takes_qkv(n.q_type, n.k_type, n.v_type, a.n_embd, n.q_dim, n.kv_dim))
       throw Error("internal error: moe_decode_fused does not take these q/k/v products");
-    auto matrix_bytes = [&](GgmlType t, uint64_t rows) {
-      return rows * (E / gpu_weight_type(t)->block_elems) * gpu_weight_type(t)->block_bytes;
-    };
-    check_binding(kKernel, "wq", n.wq, matrix_bytes(n.q_type, n.q_dim));
-    check_binding(kKernel, "wk", n.wk, matrix_bytes(n.k_type, n.kv_dim));
-    check_binding(kKernel, "wv", n.wv, matrix_bytes(n.v_type, n.kv_dim));
+    check_binding(kKernel, "wq", n.wq, n.q_dim * row_bytes(n.q_type, E));
+    check_binding(kKernel, "wk", n.wk, n.kv_dim * row_bytes(n.k_type, E));
+    check_binding(kKernel, "wv", n.wv, n.kv_dim * row_bytes(n.v_type, E));
     check_binding(kKernel, "q", n.q, uint64_t(n.q_dim) * 4);
     check_binding(kKernel, "k", n.k, uint64_t(n.kv_dim) * 4);
     check_binding(kKernel, "v", n.v, uint64_t(n.kv_dim) * 4);
