@@ -58,7 +58,8 @@ layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
 const uint WG = gl_WorkGroupSize.x;
 
-// A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K).
+// A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K),
+// named S_w4 and S_w2 as q8x_slot.glsl reads them.
 #define WEIGHTS(b, S)                                                \
   layout(set = 0, binding = b) readonly buffer S##_B4 { uvec4 S##_w4[]; }; \
   layout(set = 0, binding = b) readonly buffer S##_B2 { uint16_t S##_w2[]; };
@@ -109,32 +110,18 @@ shared bool is_last;
 
 #include "q8x_quant.glsl"
 #define Q8X_SLOT g
-#define Q8X_W4(i) g_w4[i]
-#define Q8X_W2(i) g_w2[i]
 #include "q8x_slot.glsl"
 #define Q8X_SLOT u
-#define Q8X_W4(i) u_w4[i]
-#define Q8X_W2(i) u_w2[i]
 #include "q8x_slot.glsl"
 #define Q8X_SLOT d
-#define Q8X_W4(i) d_w4[i]
-#define Q8X_W2(i) d_w2[i]
 #include "q8x_slot.glsl"
 #define Q8X_SLOT o
-#define Q8X_W4(i) o_w4[i]
-#define Q8X_W2(i) o_w2[i]
 #include "q8x_slot.glsl"
 #define Q8X_SLOT q
-#define Q8X_W4(i) q_w4[i]
-#define Q8X_W2(i) q_w2[i]
 #include "q8x_slot.glsl"
 #define Q8X_SLOT k
-#define Q8X_W4(i) k_w4[i]
-#define Q8X_W2(i) k_w2[i]
 #include "q8x_slot.glsl"
 #define Q8X_SLOT v
-#define Q8X_W4(i) v_w4[i]
-#define Q8X_W2(i) v_w2[i]
 #include "q8x_slot.glsl"
 
 #include "glu.glsl"

@@ -1,14 +1,17 @@
 // q8x_type.glsl for all four of its types at once, for a weight whose type is
 // a specialization constant (the branches of the other types fold away when
-// the pipeline is made). The includer defines
-//   Q8X_SLOT     the weight's name prefix (e.g. g),
-//   Q8X_W4(i), Q8X_W2(i) its buffer as uvec4s and as uint16s (q8x_type.glsl),
-// and gets q8x_type.glsl's names prefixed <slot><type>_ (e.g. g5_load_w for
-// Q4_K). The three macros are undefined at the end.
+// the pipeline is made). The includer declares the weight's buffer as uvec4s
+// <slot>_w4[] and as uint16s <slot>_w2[], defines Q8X_SLOT (the slot's name,
+// e.g. g), and gets q8x_type.glsl's names prefixed <slot><type>_ (e.g.
+// g5_load_w for Q4_K). Q8X_SLOT is undefined at the end.
 #ifndef Q8X_PASTE
 #define Q8X_PASTE_(s, t, n) s##t##_##n
 #define Q8X_PASTE(s, t, n) Q8X_PASTE_(s, t, n)
+#define Q8X_CAT_(a, b) a##b
+#define Q8X_CAT(a, b) Q8X_CAT_(a, b)
 #endif
+#define Q8X_W4(i) Q8X_CAT(Q8X_SLOT, _w4)[i]
+#define Q8X_W2(i) Q8X_CAT(Q8X_SLOT, _w2)[i]
 
 #define Q8X_WT 4
 #define Q8X(n) Q8X_PASTE(Q8X_SLOT, 4, n)
