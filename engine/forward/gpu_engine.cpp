@@ -335,7 +335,6 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
   mark(*r, "start");
   using AttnIn = LayerProgram::AttnIn;
   AttnIn in = AttnIn::X;
-  bool normed = false;
   int next_cut = 1;
   for (int il = 0; il < c_.n_layer; ++il) {
     // A ubatch's output projection may write the FFN norm of a MoE layer too
@@ -344,10 +343,9 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
     bool ffn_normed = false;
     const bool moe = m_.layers()[il].spec.moe;
     // A decoded token's MoE block in one dispatch, with what else it takes.
-    const LayerProgram::FusedDecode fused = n == 1 ? prog_->fused_decode(il) : LayerProgram::FusedDecode{};
+    const LayerProgram::FusedDecode fused = n == 1 && moe ? prog_->fused_decode(il) : LayerProgram::FusedDecode{};
     n = prog_->attention(*r, il, pos0, n, in, keep_rows(il, logits), moe && fold_ffn_norm ? &ffn_normed : nullptr,
                          fused.out_proj);
-    normed = false;
     in = AttnIn::X;
     if (n == 0) return;  // nothing reads this ubatch's last hidden states
     if (moe) {
@@ -357,7 +355,7 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
       static const bool prompt_fold = !vk::env_off("VKMOE_PROMPT_COMBINE_NORM");
       const GpuTensor* next_norm = last ? &w_.output_norm : &w_.layers[il + 1].attn_norm;
       if (n > 1 && (last || !prompt_fold)) next_norm = nullptr;
-      normed = prog_->moe_resident(*r, il, n, next_norm, ffn_normed, &fused);
+      const bool normed = prog_->moe_resident(*r, il, n, next_norm, ffn_normed, &fused);
       in = fused.next_qkv ? AttnIn::Qkv : normed ? AttnIn::Normed : AttnIn::X;
     } else {
       prog_->dense_ffn(*r, il, n);
@@ -369,7 +367,7 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
       next_cut = 2 * next_cut + 1;
     }
   }
-  prog_->output(*r, n - 1, normed);
+  prog_->output(*r, n - 1, in == AttnIn::Normed);  // the last layer's combine may have written the output norm
   record_logits_readback(*r);
 }
 
