@@ -80,13 +80,13 @@ TEST(GpuForward, LongContextSplitDecodeMatchesCpuReference) { expect_logits_matc
 
 using TokenEval = std::function<std::vector<float>(int32_t)>;
 
-// Six tokens the CPU reference picks after `prompt`, decoded by two GPU
-// engines on int8 activations (the prompt already given to both): `tested`'s
-// logits stay within that rounding of the f32 reference while the reference
-// routes clear of it. Returns the largest relative difference between the
-// two engines' logits.
+// Six tokens the CPU reference picks after `prompt`, decoded by a GPU engine
+// on int8 activations (the prompt already given to it): `tested`'s logits stay
+// within that rounding of the f32 reference while the reference routes clear
+// of it. With `other` (a second engine, given the prompt too), returns the
+// largest relative difference between the two engines' logits; else 0.
 double int8_decode_near_cpu(CpuForward& ref, const std::vector<int32_t>& prompt, const TokenEval& tested,
-                            const TokenEval& other) {
+                            const TokenEval& other = {}) {
   // The int8 rounding of x (<= 1/254 of a block's largest value) moves router
   // logits by up to ~1e-2 here (the final logits by 0.4-1%): compare only while
   // the reference routed clear of that.
@@ -98,7 +98,7 @@ double int8_decode_near_cpu(CpuForward& ref, const std::vector<int32_t>& prompt,
     const int32_t t = argmax(r);
     r = ref.eval({t});
     const auto g = tested(t);
-    differs = std::max(differs, max_rel_diff(g, other(t)));
+    if (other) differs = std::max(differs, max_rel_diff(g, other(t)));
     if (!routes_clear_of_ties(ref, "token " + std::to_string(i), margin)) break;
     const double diff = max_rel_diff(g, r);
     EXPECT_LT(diff, tol) << "token " << i;
@@ -136,8 +136,8 @@ TEST(GpuForward, Int8ActivationDecodeStaysNearCpuReference) {
 // logits stay within the int8 rounding of the f32 CPU reference, as the
 // separate int8 dispatches do, and differ from theirs (the fused path ran).
 // Then with the output projection before the block and the next layer's
-// q/k/v after it in the same dispatch: near the reference too, and different
-// from the block alone (those steps ran).
+// q/k/v after it in the same dispatch: near the reference too, and the
+// profile's step names say those steps ran.
 // Qwen3 (normalized softmax), OLMoE (softmax over all experts) and Mixtral.
 class GpuForwardFusedMoe : public ::testing::TestWithParam<std::string> {};
 TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
@@ -176,11 +176,9 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   setenv("VKMOE_PROFILE", "1", 1);
   fused = make_engine(*m, o);
   unsetenv("VKMOE_PROFILE");
-  auto block_only = make_engine(*m, o);
   CpuForward ref2(*m, o.n_ctx);
   fused->eval(prompt);
-  block_only->eval(prompt);
-  int8_decode_near_cpu(ref2, prompt, with_grid(*fused, "1", true), with_grid(*block_only, "1", false));
+  int8_decode_near_cpu(ref2, prompt, with_grid(*fused, "1", true));
   const std::string steps = fused->stats_report();
   if (steps.find("GPU time per decoded token") == std::string::npos) {
     std::printf("no GPU timestamps on this device: the fused steps are not named\n");

@@ -30,30 +30,21 @@ namespace {
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // x as the kernel rounds it (shaders/q8x_quant.glsl): per 32 values dx =
-// max|x| / 127, x -> dx * round(x / dx).
-std::vector<double> q8_round(const std::vector<double>& x) {
+// max|x| / 127, x -> dx * round(x / dx). In `ambiguous`: where that
+// rounding is ambiguous (the value within 1e-3 of a half step, where the
+// kernel's float arithmetic may round the other way), the element's dx;
+// elsewhere 0. A rounding that differs moves a product by |w| dx.
+std::vector<double> q8_round(const std::vector<double>& x, std::vector<double>& ambiguous) {
   std::vector<double> r(x.size());
+  ambiguous.assign(x.size(), 0);
   for (size_t b = 0; b < x.size(); b += 32) {
     double amax = 0;
     for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
     const double dx = amax / 127;
-    for (size_t i = b; i < b + 32; ++i) r[i] = amax > 0 ? dx * std::nearbyint(x[i] / dx) : 0;
-  }
-  return r;
-}
-
-// Where x's int8 rounding is ambiguous (its value within 1e-3 of a half step
-// from the boundary, where the kernel's float arithmetic may round the other
-// way): that element's step dx; elsewhere 0. A rounding that differs moves a
-// product by |w| dx.
-std::vector<double> q8_ambiguous(const std::vector<double>& x) {
-  std::vector<double> r(x.size(), 0);
-  for (size_t b = 0; b < x.size(); b += 32) {
-    double amax = 0;
-    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const double dx = amax / 127;
-    for (size_t i = b; i < b + 32; ++i)
-      if (amax > 0 && std::fabs(std::fabs(x[i] / dx - std::floor(x[i] / dx)) - 0.5) < 1e-3) r[i] = dx;
+    for (size_t i = b; i < b + 32; ++i) {
+      r[i] = amax > 0 ? dx * std::nearbyint(x[i] / dx) : 0;
+      if (amax > 0 && std::fabs(std::fabs(x[i] / dx - std::floor(x[i] / dx)) - 0.5) < 1e-3) ambiguous[i] = dx;
+    }
   }
   return r;
 }
@@ -215,7 +206,8 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
 // 1e-4 of its magnitude sum plus what ambiguous roundings may move it.
 void product(const Expert& w, uint32_t rows, uint32_t cols, const std::vector<double>& x, std::vector<double>& y,
              std::vector<double>& tol) {
-  const std::vector<double> xq = q8_round(x), amb = q8_ambiguous(x);
+  std::vector<double> amb;
+  const std::vector<double> xq = q8_round(x, amb);
   y.assign(rows, 0);
   tol.assign(rows, 1e-6);
   for (uint32_t r = 0; r < rows; ++r)
@@ -278,7 +270,8 @@ void expect_block(const Block& b, const std::vector<double>& x, const std::vecto
     ASSERT_NEAR(o.wts[j], wts[j], 1e-5 * std::fabs(wts[j]) + 1e-7) << "rank " << j;
   }
   // The experts' activations on int8-rounded xn.
-  const std::vector<double> xq = q8_round(xn), xa = q8_ambiguous(xn);
+  std::vector<double> xa;
+  const std::vector<double> xq = q8_round(xn, xa);
   for (uint32_t j = 0; j < K; ++j)
     for (uint32_t f = 0; f < F; ++f) {
       const size_t row = (size_t(ids[j]) * F + f) * E;
@@ -294,7 +287,8 @@ void expect_block(const Block& b, const std::vector<double>& x, const std::vecto
     }
   // Down products of the kernel's h, weighted into x.
   std::vector<double> h(o.h.begin(), o.h.end());
-  const std::vector<double> hq = q8_round(h), ha = q8_ambiguous(h);
+  std::vector<double> ha;
+  const std::vector<double> hq = q8_round(h, ha);
   for (uint32_t r = 0; r < E; ++r) {
     double s = x[r], tol = 2e-5 * std::fabs(x[r]) + x_err[r] + 1e-6;
     for (uint32_t j = 0; j < K; ++j) {
