@@ -67,7 +67,7 @@ void record_moe_topk(Recorder& rec, const MoeTopkArgs& a) {
   if (a.n_tokens > dev.max_workgroup_count[0]) throw Error("internal error: moe_topk with too many tokens");
   if (a.splits == 0) throw Error("internal error: moe_topk with no logit planes");
   check_binding("moe_topk", "logits", a.logits,
-              (uint64_t(a.splits - 1) * a.split_plane + uint64_t(a.n_tokens - 1) * a.logit_stride + a.n_expert) * 4);
+                (uint64_t(a.splits - 1) * a.split_plane + uint64_t(a.n_tokens - 1) * a.logit_stride + a.n_expert) * 4);
   check_binding("moe_topk", "ids", a.ids, uint64_t(a.n_tokens) * a.k * 4);
   check_binding("moe_topk", "weights", a.weights, uint64_t(a.n_tokens) * a.k * 4);
 

@@ -208,7 +208,8 @@ void Recorder::dispatch(const Pipeline& p, std::span<const BufferRange> bindings
   constexpr size_t kMaxBindings = 32;
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
-  if (bindings.size() > kMaxBindings) throw Error("internal error: more than 32 bindings");
+  if (bindings.size() > kMaxBindings)
+    throw Error("internal error: more than " + std::to_string(kMaxBindings) + " bindings");
   for (size_t i = 0; i < bindings.size(); ++i) {
     const BufferRange& b = bindings[i];
     if (b.buffer == VK_NULL_HANDLE) throw Error("internal error: " + p.shader + " binding " + std::to_string(i) + " is empty");
