@@ -139,8 +139,7 @@ uint32_t split_columns(uint32_t wgs, uint32_t ncols, uint32_t bk, uint64_t plane
 }
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  check_binding("coopmat GEMM", what, b, end_bytes);
-  if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: coopmat GEMM ") + what + " range exceeds 4 GiB");
+  check_binding_32bit("coopmat GEMM", what, b, end_bytes);
 }
 
 uint64_t workgroups(const Tile& t, uint32_t nrows, uint32_t cols) {

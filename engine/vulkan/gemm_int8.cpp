@@ -53,8 +53,7 @@ struct GemmInt8Push {
 };
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  check_binding("int8 GEMM", what, b, end_bytes);
-  if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: int8 GEMM ") + what + " range exceeds 4 GiB");
+  check_binding_32bit("int8 GEMM", what, b, end_bytes);
 }
 
 }  // namespace

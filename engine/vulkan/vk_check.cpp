@@ -70,4 +70,10 @@ void check_binding(const char* kernel, const char* what, const BufferRange& b, u
                 " bytes but its binding covers " + std::to_string(b.range));
 }
 
+void check_binding_32bit(const char* kernel, const char* what, const BufferRange& b, uint64_t end_bytes) {
+  check_binding(kernel, what, b, end_bytes);
+  if (end_bytes > UINT32_MAX)
+    throw Error(std::string("internal error: ") + kernel + " " + what + " range exceeds 4 GiB");
+}
+
 }  // namespace vkmoe::vk

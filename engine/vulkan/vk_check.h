@@ -17,5 +17,7 @@ struct BufferRange;
 // Throws "internal error: <kernel> <what> ..." unless binding b is bound and
 // covers end_bytes.
 void check_binding(const char* kernel, const char* what, const BufferRange& b, uint64_t end_bytes);
+// The same, and that end_bytes stays within the 32-bit byte offsets a kernel uses.
+void check_binding_32bit(const char* kernel, const char* what, const BufferRange& b, uint64_t end_bytes);
 
 }  // namespace vkmoe::vk

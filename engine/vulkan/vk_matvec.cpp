@@ -190,8 +190,7 @@ MatvecConfig matvec_config(const DeviceInfo& dev, GgmlType t, uint32_t ncols, ui
 namespace {
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
-  check_binding("matvec", what, b, end_bytes);
-  if (end_bytes > UINT32_MAX) throw Error(std::string("internal error: matvec ") + what + " range exceeds 4 GiB");
+  check_binding_32bit("matvec", what, b, end_bytes);
 }
 
 // The fused top-k tail (shaders/matvec_tail.glsl): bindings 3..6 (5: the
