@@ -5,7 +5,11 @@
 //   0. with O_WT: x += wo . att, the attention output projection, rows
 //      spread over the grid.                                        | barrier
 //   1. xn = rmsnorm(x) * ffn_norm, formed by every workgroup for itself; the
-//      router's logits, rows spread over the grid's subgroups.      | barrier
+//      router's logits, rows spread over the grid's workgroups.     | barrier
+//      With ROUTER_FOLD (and O_WT) step 1 joins step 0: each workgroup
+//      writes its rows' share of every logit and of the sum of squares to
+//      `partials`, and after step 0's barrier every workgroup adds the grid's
+//      shares up itself (one grid barrier and one phase fewer).
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids
 //      and weights); h[j] = act(gate_j . xn, up_j . xn) for the k experts,
 //      rows spread over the grid.                                    | barrier
@@ -24,7 +28,10 @@
 // weight types of gate/up, down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 =
 // Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
 // that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
-// <= subgroup size). A lane group works on one row at a time, a lane on one
+// <= subgroup size), 13 = ROUTER_FOLD (needs O_WT and n_expert % 4 == 0).
+// CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
+// steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClockSlot).
+// A lane group works on one row at a time, a lane on one
 // unit of it at a time: more rows or units at once measured slower on an H200
 // (registers; docs/PERF.md run 36).
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
@@ -38,6 +45,9 @@
 #extension GL_EXT_spirv_intrinsics : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
+#if CLOCKS
+#extension GL_EXT_shader_realtime_clock : require
+#endif
 
 // OpSDot (4450) on two int32 words of 4 packed signed bytes (format 0 = 4x8Bit).
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
@@ -56,6 +66,8 @@ layout(constant_id = 9) const uint GU_LANES = 32;
 layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
+layout(constant_id = 13) const bool ROUTER_FOLD = false;
+const bool FOLD = ROUTER_FOLD && O_WT != 0;
 const uint WG = gl_WorkGroupSize.x;
 
 // A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K),
@@ -67,7 +79,9 @@ const uint WG = gl_WorkGroupSize.x;
 layout(set = 0, binding = 0) coherent buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 0) coherent buffer X1 { float x1[]; };
 layout(set = 0, binding = 1) readonly buffer NW { vec4 norm_w4[]; };
+layout(set = 0, binding = 1) readonly buffer NW1 { float norm_w1[]; };
 layout(set = 0, binding = 2) readonly buffer R { vec4 router4[]; };
+layout(set = 0, binding = 2) readonly buffer R1 { float router1[]; };
 WEIGHTS(3, g)
 WEIGHTS(4, u)
 WEIGHTS(5, d)
@@ -88,6 +102,13 @@ WEIGHTS(18, v)
 layout(set = 0, binding = 19) writeonly buffer QO { float q_out[]; };
 layout(set = 0, binding = 20) writeonly buffer KO { float k_out[]; };
 layout(set = 0, binding = 21) writeonly buffer VO { float v_out[]; };
+// ROUTER_FOLD: per workgroup, n_expert logit shares, then the sum of squares
+// (a row of PART_STRIDE = n_expert + 4 floats).
+layout(set = 0, binding = 22) coherent buffer PT { float partials[]; };
+layout(set = 0, binding = 22) coherent buffer PT4 { vec4 partials4[]; };
+#if CLOCKS
+layout(set = 0, binding = 23) writeonly buffer Clk { uvec2 stamps[]; };
+#endif
 
 layout(push_constant) uniform Push {
   uint n_embd, n_ff, n_expert, k;
@@ -99,6 +120,7 @@ layout(push_constant) uniform Push {
   float topk_scale;
   uint glu_act, next_norm;
   uint att_dim, q_dim, kv_dim;  // wo's columns; rows of wq and of wk, wv
+  uint clock_base;  // CLOCKS: this dispatch's first stamp
 } p;
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
@@ -137,7 +159,9 @@ shared bool is_last;
 #define TK_N_GROUP 1u
 #define TK_TOPK_GROUP 1u
 #define TK_SCALE p.topk_scale
-#define TK_LOGIT(i) logits[i]
+// With ROUTER_FOLD the logits are in shared memory (sv, which route_topk
+// writes only for an expert after that expert's owner has read its logit).
+#define TK_LOGIT(i) (FOLD ? sv[i] : logits[i])
 #define TK_BIAS(e) 0.0
 #define TK_SET_ID(j, e)                                   \
   {                                                       \
@@ -151,11 +175,24 @@ shared bool is_last;
   }
 #include "moe_topk.glsl"
 
+// Slots of one workgroup's stamps (vk_moe_fused.h's FusedClockSlot).
+const uint CLK_START = 0, CLK_OUT_ARRIVE = 1, CLK_OUT_LEAVE = 2, CLK_ROUTER_ARRIVE = 3, CLK_ROUTER_LEAVE = 4,
+           CLK_TOPK = 5, CLK_GU_ARRIVE = 6, CLK_GU_LEAVE = 7, CLK_H_QUANT = 8, CLK_DOWN_ARRIVE = 9,
+           CLK_DOWN_LEAVE = 10, CLK_NEXT_NORM = 11, CLK_END = 12, CLK_SLOTS = 16;
+// Invocation 0 stamps the device clock into slot `slot` (CLOCKS only).
+void stamp(uint slot) {
+#if CLOCKS
+  if (gl_LocalInvocationID.x == 0) stamps[p.clock_base + gl_WorkGroupID.x * CLK_SLOTS + slot] = clockRealtime2x32EXT();
+#endif
+}
+
 // Waits until every workgroup has arrived at its n-th grid barrier of this
 // dispatch (the counter only grows within it), their buffer writes visible.
-void grid_barrier(uint n) {
+// Stamps `arrive` once the workgroup is there and `leave` once it may go on.
+void grid_barrier(uint n, uint arrive, uint leave) {
   memoryBarrierBuffer();
   barrier();
+  stamp(arrive);
   if (gl_LocalInvocationID.x == 0) {
     // The last to arrive does not poll (the others' polls are the barrier's
     // latency; it would add its own). The others poll in rounds of 1024
@@ -175,6 +212,7 @@ void grid_barrier(uint n) {
       x1[0] = uintBitsToFloat(0x7fc00000u);
     }
   }
+  stamp(leave);
   barrier();
   memoryBarrierBuffer();
 }
@@ -301,11 +339,68 @@ DOWN_T(5)
 DOWN_T(6)
 DOWN_T(7)
 
+// ROUTER_FOLD, after step 0: this workgroup's share of every logit, sum_r
+// router[e][r] * xw[r] over the rows r it wrote (xw = x * ffn_norm in xs,
+// own row j at xs[j]), and of the sum of squares (ss), into its row of partials.
+const uint PART_STRIDE_PAD = 4;
+float own_xw(uint j) { return xs[j / 4][j % 4]; }
+void fold_shares(uint n_own, uint first_row, uint gpw, uint groups, float ss) {
+  const uint t = gl_LocalInvocationID.x, N = p.n_expert, E = p.n_embd;
+  const uint S = max(1u, WG / N);  // invocations per expert, taking every S-th row
+  for (uint i = t; i < N * S; i += WG) {
+    const uint e = i / S, s = i % S;
+    float acc = 0.0;
+    for (uint j = s; j < n_own; j += S) acc += router1[e * E + first_row + j % gpw + (j / gpw) * groups] * own_xw(j);
+    lv[i] = acc;
+  }
+  barrier();
+  const uint row = gl_WorkGroupID.x * (N + PART_STRIDE_PAD);
+  for (uint e = t; e < N; e += WG) {
+    float l = 0.0;
+    for (uint s = 0; s < S; ++s) l += lv[e * S + s];
+    partials[row + e] = l;
+  }
+  if (t == 0) partials[row + N] = ss;
+}
+
+// ROUTER_FOLD, after step 0's barrier: the grid's shares added up (the same
+// order in every workgroup); the logits into sv (workgroup 0 also writes
+// them out); returns the ffn norm's scale.
+float fold_sum(bool report) {
+  const uint t = gl_LocalInvocationID.x, N = p.n_expert, C = N / 4 + 1, R4 = (N + PART_STRIDE_PAD) / 4;
+  // Lanes that share a column of vec4s (column N / 4 holds ss in .x), each
+  // taking every S-th workgroup's row; S: a power of 2 within a subgroup.
+  const uint S = min(16u, min(gl_SubgroupSize, max(1u, WG / C))), Sp = 1u << findMSB(S);
+  float ss = 0.0;
+  for (uint i = t; i < C * Sp; i += WG) {
+    const uint c = i / Sp, s = i % Sp;
+    vec4 a = vec4(0);
+    for (uint w = s; w < p.grid; w += Sp) a += partials4[w * R4 + c];
+    [[unroll]] for (uint k = 0; k < 4; ++k) a[k] = sum_over_lanes(a[k], Sp);
+    if (s == 0) {
+      if (c < N / 4)
+        [[unroll]] for (uint k = 0; k < 4; ++k) sv[4 * c + k] = a[k];
+      else
+        lv[0] = a.x;
+    }
+  }
+  barrier();
+  ss = lv[0];
+  if (p.check_in != 0 && report && t == 0 && (isnan(ss) || isinf(ss))) atomicMin(first_bad, p.check_in);
+  const float scale = inversesqrt(ss / float(p.n_embd) + p.eps);
+  for (uint e = t; e < N; e += WG) {
+    sv[e] *= scale;
+    if (gl_WorkGroupID.x == 0) logits[e] = sv[e];
+  }
+  return scale;
+}
+
 void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint wg = gl_WorkGroupID.x;
   const uint E = p.n_embd, F = p.n_ff, K = p.k;
   uint barriers = 0;
+  stamp(CLK_START);
 
   // 0. The attention output projection into x.
   if (O_WT != 0) {
@@ -315,35 +410,57 @@ void main() {
       q8x_quantize_block(v, blk);
     }
     barrier();
-    const uint lane = lane_of(O_LANES);
-    for (uint row = group_of(O_LANES); row < E; row += groups_of(O_LANES)) {
+    // The workgroup's rows: group g of its gpw groups takes rows first + g +
+    // m * groups, its m-th being own row j = g + m * gpw.
+    const uint lane = lane_of(O_LANES), gpw = WG / O_LANES, groups = groups_of(O_LANES), first = wg * gpw;
+    uint j = group_of(O_LANES) - first;
+    float ss = 0.0;
+    for (uint row = group_of(O_LANES); row < E; row += groups, j += gpw) {
       const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
-      if (lane == 0) x1[row] += acc;
+      if (lane == 0) {
+        const float xv = x1[row] + acc;
+        x1[row] = xv;
+        if (FOLD) {
+          xs[j / 4][j % 4] = xv * norm_w1[row];
+          ss += xv * xv;
+        }
+      }
     }
-    grid_barrier(++barriers);
+    if (FOLD) {
+      const uint n_own = first < E ? gpw * ((E - first) / groups) + min(gpw, (E - first) % groups) : 0;
+      fold_shares(n_own, first, gpw, groups, wg_sum(ss));  // wg_sum's barriers publish xs
+    }
+    grid_barrier(++barriers, CLK_OUT_ARRIVE, CLK_OUT_LEAVE);
   }
 
-  // 1. The ffn norm (each workgroup) and the router's logits.
-  const float scale = norm_scale(p.check_in, wg == 0, 1);
-  const uint sgs = p.grid * gl_NumSubgroups;
-  for (uint row = wg * gl_NumSubgroups + gl_SubgroupID; row < p.n_expert; row += sgs) {
-    float acc = 0.0;
-    for (uint i = gl_SubgroupInvocationID; i < E / 4; i += gl_SubgroupSize)
-      acc += dot(router4[row * (E / 4) + i], xs[i]);
-    acc = subgroupAdd(acc);
-    if (subgroupElect()) logits[row] = acc * scale;
+  // 1. The ffn norm (each workgroup) and the router's logits (a row per
+  // workgroup at a time), or with FOLD their sums from the partials.
+  float scale;
+  if (FOLD) {
+    scale = fold_sum(wg == 0);
+    for (uint i = t; i < E / 4; i += WG) xs[i] = x4[i] * norm_w4[i];
+    barrier();
+  } else {
+    scale = norm_scale(p.check_in, wg == 0, 1);
+    for (uint row = wg; row < p.n_expert; row += p.grid) {
+      float acc = 0.0;
+      for (uint i = t; i < E / 4; i += WG) acc += dot(router4[row * (E / 4) + i], xs[i]);
+      acc = wg_sum(acc);
+      if (t == 0) logits[row] = acc * scale;
+    }
   }
   quantize_xs(scale);
-  grid_barrier(++barriers);
+  if (!FOLD) grid_barrier(++barriers, CLK_ROUTER_ARRIVE, CLK_ROUTER_LEAVE);
 
   // 2. Top-k, then the k experts' gate and up products with their activation.
   route_topk(0);
   barrier();
+  stamp(CLK_TOPK);
   if (GU_WT == 4) gate_up4();
   if (GU_WT == 5) gate_up5();
   if (GU_WT == 6) gate_up6();
   if (GU_WT == 7) gate_up7();
-  grid_barrier(++barriers);
+  grid_barrier(++barriers, CLK_GU_ARRIVE, CLK_GU_LEAVE);
 
   // 3. The down products of the k experts, weighted, added to x.
   for (uint blk = t; blk < K * F / 32; blk += WG) {
@@ -352,6 +469,7 @@ void main() {
     q8x_quantize_block(v, blk);
   }
   barrier();
+  stamp(CLK_H_QUANT);
   if (DN_WT == 4) down4();
   if (DN_WT == 5) down5();
   if (DN_WT == 6) down6();
@@ -359,9 +477,10 @@ void main() {
 
   // 4. The next layer's norm (each workgroup) and its q, k and v.
   if (Q_WT != 0) {
-    grid_barrier(++barriers);
+    grid_barrier(++barriers, CLK_DOWN_ARRIVE, CLK_DOWN_LEAVE);
     quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
+    stamp(CLK_NEXT_NORM);
     const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES);
     for (uint row = group_of(QKV_LANES); row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
       const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane)
@@ -381,6 +500,7 @@ void main() {
   // The last workgroup to finish: counters back to zero, the next norm.
   memoryBarrierBuffer();
   barrier();
+  stamp(CLK_END);
   if (t == 0) {
     is_last = atomicAdd(counter[p.counter + 1], 1u) == p.grid - 1;
     if (is_last) {

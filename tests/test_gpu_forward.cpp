@@ -2,6 +2,7 @@
 // identical greedy output with and without expert offload / prefetch.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <cstdio>
@@ -172,14 +173,23 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
         int8_decode_near_cpu(ref, prompt, with_grid(*fused, "1", false), with_grid(*apart, "0", false));
     EXPECT_GT(differs, 0.0) << "the fused MoE dispatch did not run";
   }
-  // The profile's step names say what the fused dispatch took.
+  // The profile's step names say what the fused dispatch took; with clocks,
+  // its timeline has the steps' edges.
   setenv("VKMOE_PROFILE", "1", 1);
+  const std::vector<vk::DeviceInfo> devs = vk::list_devices();
+  const bool clocks = std::all_of(devs.begin(), devs.end(), [](const vk::DeviceInfo& d) { return d.device_clock; });
+  if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
+  setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
   fused = make_engine(*m, o);
-  unsetenv("VKMOE_PROFILE");
+  for (const char* v : {"VKMOE_PROFILE", "VKMOE_FUSED_CLOCKS", "VKMOE_MOE_FUSED_GRID"}) unsetenv(v);
   CpuForward ref2(*m, o.n_ctx);
   fused->eval(prompt);
   int8_decode_near_cpu(ref2, prompt, with_grid(*fused, "1", true));
   const std::string steps = fused->stats_report();
+  if (clocks) {
+    EXPECT_NE(steps.find("one layer's timeline"), std::string::npos) << steps;
+    EXPECT_NE(steps.find("gate/up: released"), std::string::npos) << steps;
+  }
   if (steps.find("GPU time per decoded token") == std::string::npos) {
     std::printf("no GPU timestamps on this device: the fused steps are not named\n");
     return;

@@ -412,6 +412,11 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   }
   a.flags = a_.non_finite;
   a.grid = f.grid;
+  a.partials = a_.fused_partials;
+  if (fused_clocks_ && f.grid == clocks_grid_) {
+    a.clocks = *fused_clocks_;
+    a.clock_base = uint32_t(il) * f.grid * vk::kFusedClockSlots;
+  }
   if (f.out_proj) a.out_proj = vk::MoeFusedOutProj{g.wo.type, g.wo.buf, a_.att, uint32_t(c_.attn_out_dim())};
   if (f.next_qkv) {
     if (!next_norm) throw Error("internal error: the fused block's q/k/v need the next layer's norm");

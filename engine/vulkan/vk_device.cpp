@@ -296,6 +296,13 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
       d.integer_dot = idf.shaderIntegerDotProduct;
       d.integer_dot_accelerated = d.integer_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
     }
+    if (has_extension(exts, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) {
+      VkPhysicalDeviceShaderClockFeaturesKHR cf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+      VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      g2.pNext = &cf;
+      vkGetPhysicalDeviceFeatures2(phys, &g2);
+      d.device_clock = cf.shaderDeviceClock;
+    }
     const auto coopmat_props = reinterpret_cast<PfnCoopMatProperties>(
         vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
     if (has_extension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) && coopmat_props) {
@@ -453,7 +460,8 @@ std::string DeviceInfo::summary() const {
     << "; storage 8-bit " << (storage_8bit ? "yes" : "no") << ", 16-bit " << (storage_16bit ? "yes" : "no")
     << "; int8 " << (shader_int8 ? "yes" : "no") << ", int dot " << (integer_dot_accelerated ? "accelerated" : integer_dot ? "yes" : "no") << ", fp16 " << (shader_float16 ? "yes" : "no")
     << "; push descriptors " << (push_descriptor ? "yes" : "no")
-    << "; timeline semaphores " << (timeline_semaphore ? "yes" : "no") << "\n";
+    << "; timeline semaphores " << (timeline_semaphore ? "yes" : "no")
+    << "; device clock " << (device_clock ? "yes" : "no") << "\n";
   if (compute_units) o << "    compute units " << compute_units << "\n";
   o << "    max workgroup " << max_workgroup_size[0] << "x" << max_workgroup_size[1] << "x"
     << max_workgroup_size[2] << " (" << max_workgroup_invocations << " invocations), shared memory "
@@ -581,6 +589,13 @@ void Context::init(int device_index, const ContextOptions& opts) {
     f2.pNext = &cmf;
   }
 
+  VkPhysicalDeviceShaderClockFeaturesKHR clk{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+  if (info_.device_clock) {
+    clk.shaderDeviceClock = VK_TRUE;
+    clk.pNext = f2.pNext;
+    f2.pNext = &clk;
+  }
+
   CoopMat2Features cm2f{};
   if (info_.cooperative_matrix2) {
     cm2f = query_coopmat2_features(phys_);
@@ -596,6 +611,7 @@ void Context::init(int device_index, const ContextOptions& opts) {
   if (info_.has_memory_budget) exts.push_back(VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
   if (info_.integer_dot) exts.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (info_.cooperative_matrix) exts.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  if (info_.device_clock) exts.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
   if (info_.cooperative_matrix2) exts.push_back(kCoopMat2Extension);
   VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pef{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR};

@@ -97,6 +97,9 @@ struct DeviceInfo {
   uint64_t min_storage_offset_alignment = 0;  // binding offsets must be multiples
   uint64_t max_allocation_bytes = 0;
   bool timestamps = false;         // compute queue supports timestamps
+  // VK_KHR_shader_clock's device-scope clock (GL_EXT_shader_realtime_clock),
+  // enabled when present: the fused decode kernel's phase clocks.
+  bool device_clock = false;
   float timestamp_period_ns = 0;   // nanoseconds per timestamp tick
 
   std::string api_version_string() const;
