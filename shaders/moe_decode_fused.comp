@@ -130,7 +130,6 @@ shared int sel_id[64];
 shared float sel_w[64];
 shared bool is_last;
 
-#include "q8x_quant.glsl"
 #define Q8X_SLOT g
 #include "q8x_slot.glsl"
 #define Q8X_SLOT u
@@ -147,8 +146,13 @@ shared bool is_last;
 #include "q8x_slot.glsl"
 
 #include "glu.glsl"
-#include "reduce.glsl"
 
+// The sum over aligned groups of L lanes (L: a power of 2, <= subgroup size).
+uint sum_over_lanes_u(uint v, uint L) {
+  for (uint o = L / 2; o > 0; o >>= 1) v += subgroupShuffleXor(v, o);
+  return v;
+}
+#define TK_SUM_LANES(v, P) sum_over_lanes_u(v, P)
 #define SUBGROUP 1
 #define TK_WG_MAX 512
 #define TK_N_EXPERT p.n_expert
@@ -223,6 +227,35 @@ float sum_over_lanes(float v, uint L) {
   return v;
 }
 
+// The sum over the workgroup, in every invocation (the subgroups' sums added
+// in order: the same in every workgroup); two barriers.
+shared float sg_sum[64];
+float wg_add(float v) {
+  v = subgroupAdd(v);
+  if (subgroupElect()) sg_sum[gl_SubgroupID] = v;
+  barrier();
+  float s = 0.0;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) s += sg_sum[i];
+  barrier();
+  return s;
+}
+
+// xq, xds = int8 blocks (q8x_quantize_block's) of n values (n % 32 == 0),
+// vec4 i of them being V4(i): eight lanes a block, a vec4 each.
+#define QUANTIZE_COOP(n, V4)                                                              \
+  for (uint i = gl_LocalInvocationID.x; i < (n) / 4; i += WG) {                            \
+    const vec4 v = V4(i), a = abs(v);                                                      \
+    float amax = max(max(a.x, a.y), max(a.z, a.w));                                        \
+    for (uint o = 1; o < 8; o <<= 1) amax = max(amax, subgroupShuffleXor(amax, o));        \
+    const float inv = amax > 0.0 ? 127.0 / amax : 0.0;                                     \
+    const ivec4 q = ivec4(round(v * inv));                                                 \
+    int isum = (q.x + q.y) + (q.z + q.w);                                                  \
+    for (uint o = 1; o < 8; o <<= 1) isum += subgroupShuffleXor(isum, o);                  \
+    const uvec4 b = uvec4(q) & 0xFFu;                                                      \
+    xq[i / 4][i % 4] = int(b.x | (b.y << 8) | (b.z << 16) | (b.w << 24));                  \
+    if (i % 8 == 0) xds[i / 8] = vec2(amax / 127.0, amax / 127.0 * float(isum));           \
+  }
+
 // This invocation's lane in its group of L and the group's index in the grid;
 // `groups`: the grid's groups of L.
 uint lane_of(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) % L; }
@@ -242,7 +275,7 @@ float norm_scale(uint check, bool report, uint stage) {
     if (stage == 1) xs[i] = v * norm_w4[i];
     if (stage == 2) xs[i] = v * next_norm_w4[i];
   }
-  ss = wg_sum(ss);
+  ss = wg_add(ss);
   if (check != 0 && report && gl_LocalInvocationID.x == 0 && (isnan(ss) || isinf(ss)))
     atomicMin(first_bad, check);
   return inversesqrt(ss / float(p.n_embd) + p.eps);
@@ -250,11 +283,9 @@ float norm_scale(uint check, bool report, uint stage) {
 
 // xq, xds = int8 blocks of xs * scale (n_embd values).
 void quantize_xs(float scale) {
-  for (uint blk = gl_LocalInvocationID.x; blk < p.n_embd / 32; blk += WG) {
-    vec4 v[8];
-    [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = xs[blk * 8 + i] * scale;
-    q8x_quantize_block(v, blk);
-  }
+#define XS_SCALED(i) (xs[i] * scale)
+  QUANTIZE_COOP(p.n_embd, XS_SCALED)
+#undef XS_SCALED
 }
 
 // One row's dot product with the quantized x over a group of L lanes: the
@@ -369,13 +400,22 @@ void fold_shares(uint n_own, uint first_row, uint gpw, uint groups, float ss) {
 float fold_sum(bool report) {
   const uint t = gl_LocalInvocationID.x, N = p.n_expert, C = N / 4 + 1, R4 = (N + PART_STRIDE_PAD) / 4;
   // Lanes that share a column of vec4s (column N / 4 holds ss in .x), each
-  // taking every S-th workgroup's row; S: a power of 2 within a subgroup.
-  const uint S = min(16u, min(gl_SubgroupSize, max(1u, WG / C))), Sp = 1u << findMSB(S);
+  // taking every Sp-th workgroup's row, FOLD_LOADS rows at once; Sp: a power
+  // of 2 within a subgroup.
+  const uint Sp = 1u << findMSB(max(1u, min(gl_SubgroupSize, WG / C)));
+  const uint FOLD_LOADS = 32;
   float ss = 0.0;
   for (uint i = t; i < C * Sp; i += WG) {
     const uint c = i / Sp, s = i % Sp;
     vec4 a = vec4(0);
-    for (uint w = s; w < p.grid; w += Sp) a += partials4[w * R4 + c];
+    for (uint w0 = s; w0 < p.grid; w0 += FOLD_LOADS * Sp) {
+      vec4 v[FOLD_LOADS];
+      [[unroll]] for (uint k = 0; k < FOLD_LOADS; ++k) {
+        const uint w = w0 + k * Sp;
+        v[k] = w < p.grid ? partials4[w * R4 + c] : vec4(0);
+      }
+      [[unroll]] for (uint k = 0; k < FOLD_LOADS; ++k) a += v[k];
+    }
     [[unroll]] for (uint k = 0; k < 4; ++k) a[k] = sum_over_lanes(a[k], Sp);
     if (s == 0) {
       if (c < N / 4)
@@ -404,11 +444,9 @@ void main() {
 
   // 0. The attention output projection into x.
   if (O_WT != 0) {
-    for (uint blk = t; blk < p.att_dim / 32; blk += WG) {
-      vec4 v[8];
-      [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = att4[blk * 8 + i];
-      q8x_quantize_block(v, blk);
-    }
+#define ATT4(i) att4[i]
+    QUANTIZE_COOP(p.att_dim, ATT4)
+#undef ATT4
     barrier();
     // The workgroup's rows: group g of its gpw groups takes rows first + g +
     // m * groups, its m-th being own row j = g + m * gpw.
@@ -428,7 +466,7 @@ void main() {
     }
     if (FOLD) {
       const uint n_own = first < E ? gpw * ((E - first) / groups) + min(gpw, (E - first) % groups) : 0;
-      fold_shares(n_own, first, gpw, groups, wg_sum(ss));  // wg_sum's barriers publish xs
+      fold_shares(n_own, first, gpw, groups, wg_add(ss));  // wg_add's barriers publish xs
     }
     grid_barrier(++barriers, CLK_OUT_ARRIVE, CLK_OUT_LEAVE);
   }
@@ -445,7 +483,7 @@ void main() {
     for (uint row = wg; row < p.n_expert; row += p.grid) {
       float acc = 0.0;
       for (uint i = t; i < E / 4; i += WG) acc += dot(router4[row * (E / 4) + i], xs[i]);
-      acc = wg_sum(acc);
+      acc = wg_add(acc);
       if (t == 0) logits[row] = acc * scale;
     }
   }
@@ -463,11 +501,9 @@ void main() {
   grid_barrier(++barriers, CLK_GU_ARRIVE, CLK_GU_LEAVE);
 
   // 3. The down products of the k experts, weighted, added to x.
-  for (uint blk = t; blk < K * F / 32; blk += WG) {
-    vec4 v[8];
-    [[unroll]] for (uint i = 0; i < 8; ++i) v[i] = h4[blk * 8 + i];
-    q8x_quantize_block(v, blk);
-  }
+#define H4(i) h4[i]
+  QUANTIZE_COOP(K * F, H4)
+#undef H4
   barrier();
   stamp(CLK_H_QUANT);
   if (DN_WT == 4) down4();

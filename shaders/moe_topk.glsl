@@ -12,7 +12,9 @@
 // size, a power of two), TK_LOGIT(i) (logit i), TK_BIAS(e), TK_SET_ID(j, e),
 // TK_SET_WEIGHT(j, w), and TK_* parameters: N_EXPERT (<= 32 * workgroup size,
 // <= 1024), K (<= 64), NORMALIZE, GATING (Gating of moe_route.h), HAS_BIAS,
-// N_GROUP (<= 64), TOPK_GROUP, SCALE.
+// N_GROUP (<= 64), TOPK_GROUP, SCALE; optionally TK_SUM_LANES(v, P) (a uint
+// summed over aligned groups of P lanes, P a power of 2 within a subgroup),
+// with which several invocations count one expert's rank.
 #define TK_WG gl_WorkGroupSize.x
 const uint SOFTMAX = 0, SIGMOID = 1, SOFTMAX_WEIGHT = 2;
 
@@ -143,6 +145,20 @@ bool route_topk_by_logit(uint base) {
   const float l = t < TK_N_EXPERT ? no_nan(TK_LOGIT(base + t)) : NEG_INF;
   lv[t] = l;
   barrier();
+#ifdef TK_SUM_LANES
+  // P invocations per expert e, each comparing every P-th other expert.
+  const uint P = min(gl_SubgroupSize, 1u << findMSB(max(1u, TK_WG / TK_N_EXPERT))), e = t / P;
+  uint rank = 0;
+  if (e < TK_N_EXPERT) {
+    const float le = lv[e];
+    for (uint o = t % P; o < TK_N_EXPERT; o += P) rank += better(lv[o], o, le, e) ? 1u : 0u;
+  }
+  rank = TK_SUM_LANES(rank, P);
+  if (e < TK_N_EXPERT && t % P == 0 && rank < TK_K) {
+    TK_SET_ID(rank, e);
+    pw[rank] = lv[e];
+  }
+#else
   if (t < TK_N_EXPERT) {
     uint rank = 0;
     for (uint o = 0; o < TK_N_EXPERT; ++o) rank += better(lv[o], o, l, t) ? 1u : 0u;
@@ -151,6 +167,7 @@ bool route_topk_by_logit(uint base) {
       pw[rank] = l;
     }
   }
+#endif
   barrier();
   // pw[0] is the largest logit of all; a normalized softmax's sum over all
   // experts cannot change its weights, so none is passed.

@@ -113,7 +113,7 @@ uint32_t moe_fused_grid(const DeviceInfo& d) {
 bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType down, uint32_t n_embd,
                                 uint32_t n_ff, uint32_t n_expert, uint32_t k, const RouterParams& rp,
                                 uint64_t gate_up_stride, uint64_t down_stride) {
-  if (!d.integer_dot || !d.subgroup_arithmetic || !d.subgroup_shuffle || d.subgroup_size == 0 ||
+  if (!d.integer_dot || !d.subgroup_arithmetic || !d.subgroup_shuffle || d.subgroup_size < 8 ||
       d.max_storage_buffers < kBindings)
     return false;
   // One shader reads every type: each type's features.

@@ -86,8 +86,8 @@ const char* fused_clock_name(FusedClock c);
 // VKMOE_MOE_FUSED_LANES=gu,dn,o,qkv the lanes per row of each product
 // (default: the subgroup's, at most 32).
 uint32_t moe_fused_grid(const DeviceInfo& d);
-// Whether the fused kernel takes this block: int8 dot products, subgroup
-// arithmetic and shuffles, 16-bit storage and int16, weight types
+// Whether the fused kernel takes this block: int8 dot products, subgroups
+// of at least 8 with arithmetic and shuffles, 16-bit storage and int16, weight types
 // Q8_0/Q4_K/Q5_K/Q6_K (gate and up alike), n_embd a multiple of the gate/up block and of 32, n_ff of the down
 // block, n_expert <= 1024, k <= 64, no expert groups, stacked experts (at
 // their strides in bytes) that 32-bit unit indices reach.
