@@ -6,10 +6,6 @@
 //      spread over the grid.                                        | barrier
 //   1. xn = rmsnorm(x) * ffn_norm, formed by every workgroup for itself; the
 //      router's logits, rows spread over the grid's workgroups.     | barrier
-//      With ROUTER_FOLD (and O_WT) step 1 joins step 0: each workgroup
-//      writes its rows' share of every logit and of the sum of squares to
-//      `partials`, and after step 0's barrier every workgroup adds the grid's
-//      shares up itself (one grid barrier and one phase fewer).
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids
 //      and weights); h[j] = act(gate_j . xn, up_j . xn) for the k experts,
 //      rows spread over the grid.                                    | barrier
@@ -28,7 +24,7 @@
 // weight types of gate/up, down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 =
 // Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
 // that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
-// <= subgroup size), 13 = ROUTER_FOLD (needs O_WT and n_expert % 4 == 0).
+// <= subgroup size).
 // CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
 // steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClockSlot).
 // A lane group works on one row at a time, a lane on one
@@ -66,8 +62,6 @@ layout(constant_id = 9) const uint GU_LANES = 32;
 layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
-layout(constant_id = 13) const bool ROUTER_FOLD = false;
-const bool FOLD = ROUTER_FOLD && O_WT != 0;
 const uint WG = gl_WorkGroupSize.x;
 
 // A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K),
@@ -79,9 +73,7 @@ const uint WG = gl_WorkGroupSize.x;
 layout(set = 0, binding = 0) coherent buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 0) coherent buffer X1 { float x1[]; };
 layout(set = 0, binding = 1) readonly buffer NW { vec4 norm_w4[]; };
-layout(set = 0, binding = 1) readonly buffer NW1 { float norm_w1[]; };
 layout(set = 0, binding = 2) readonly buffer R { vec4 router4[]; };
-layout(set = 0, binding = 2) readonly buffer R1 { float router1[]; };
 WEIGHTS(3, g)
 WEIGHTS(4, u)
 WEIGHTS(5, d)
@@ -102,12 +94,8 @@ WEIGHTS(18, v)
 layout(set = 0, binding = 19) writeonly buffer QO { float q_out[]; };
 layout(set = 0, binding = 20) writeonly buffer KO { float k_out[]; };
 layout(set = 0, binding = 21) writeonly buffer VO { float v_out[]; };
-// ROUTER_FOLD: per workgroup, n_expert logit shares, then the sum of squares
-// (a row of PART_STRIDE = n_expert + 4 floats).
-layout(set = 0, binding = 22) coherent buffer PT { float partials[]; };
-layout(set = 0, binding = 22) coherent buffer PT4 { vec4 partials4[]; };
 #if CLOCKS
-layout(set = 0, binding = 23) writeonly buffer Clk { uvec2 stamps[]; };
+layout(set = 0, binding = 22) writeonly buffer Clk { uvec2 stamps[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -163,9 +151,7 @@ uint sum_over_lanes_u(uint v, uint L) {
 #define TK_N_GROUP 1u
 #define TK_TOPK_GROUP 1u
 #define TK_SCALE p.topk_scale
-// With ROUTER_FOLD the logits are in shared memory (sv, which route_topk
-// writes only for an expert after that expert's owner has read its logit).
-#define TK_LOGIT(i) (FOLD ? sv[i] : logits[i])
+#define TK_LOGIT(i) logits[i]
 #define TK_BIAS(e) 0.0
 #define TK_SET_ID(j, e)                                   \
   {                                                       \
@@ -290,26 +276,52 @@ void quantize_xs(float scale) {
 
 // One row's dot product with the quantized x over a group of L lanes: the
 // row starts at unit rb and has nb blocks; lane takes units lane, lane + L, ...
+// With `ahead`, its first PF units are those S_ahead_load loaded into
+// S_ahead earlier (issued before a step's preamble, so that their memory
+// latency passes while it runs).
+const uint PF = 2;  // units a lane loads ahead in the output projection and q/k/v steps
 #define ROW_DOT_T(S, T)                                                                           \
-  float S##T##_row(uint rb, uint nb, uint lane, uint L) {                                         \
+  S##T##_WData S##T##_ahead[PF];                                                                  \
+  void S##T##_ahead_load(uint rb, uint nb, uint lane, uint L) {                                   \
+    [[unroll]] for (uint k = 0; k < PF; ++k) {                                                    \
+      const uint u = lane + k * L;                                                                \
+      if (u < nb * S##T##_UPB) S##T##_ahead[k] = S##T##_load_w(rb + (u / S##T##_UPB) * S##T##_BLOCK_UNITS, u % S##T##_UPB); \
+    }                                                                                             \
+  }                                                                                               \
+  float S##T##_row(uint rb, uint nb, uint lane, uint L, bool ahead) {                             \
     float acc = 0.0;                                                                              \
-    for (uint u = lane; u < nb * S##T##_UPB; u += L) {                                            \
+    uint u0 = lane;                                                                               \
+    if (ahead) {                                                                                  \
+      [[unroll]] for (uint k = 0; k < PF; ++k) {                                                  \
+        const uint u = lane + k * L;                                                              \
+        if (u < nb * S##T##_UPB)                                                                  \
+          acc += S##T##_dot_w(S##T##_ahead[k], u % S##T##_UPB, S##T##_load_x(u / S##T##_UPB, u % S##T##_UPB)); \
+      }                                                                                           \
+      u0 = lane + PF * L;                                                                         \
+    }                                                                                             \
+    for (uint u = u0; u < nb * S##T##_UPB; u += L) {                                              \
       const uint b = u / S##T##_UPB, kk = u % S##T##_UPB;                                         \
       acc += S##T##_dot_w(S##T##_load_w(rb + b * S##T##_BLOCK_UNITS, kk), kk, S##T##_load_x(b, kk)); \
     }                                                                                             \
     return acc;                                                                                   \
   }
-#define ROW_AT(S, T, row, ncols, lane, L) \
-  S##T##_row((row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK, lane, L)
-// S_row(row, ncols, lane): row `row` of slot S's [rows][ncols] matrix of type
-// WT, as above, over groups of L lanes.
-#define ROW_DOT(S, WT, L)                                           \
-  ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7) \
-  float S##_row(uint row, uint ncols, uint lane) {                  \
-    if (WT == 4) return ROW_AT(S, 4, row, ncols, lane, L);          \
-    if (WT == 5) return ROW_AT(S, 5, row, ncols, lane, L);          \
-    if (WT == 6) return ROW_AT(S, 6, row, ncols, lane, L);          \
-    return ROW_AT(S, 7, row, ncols, lane, L);                       \
+#define ROW_ARGS(S, T, row, ncols) (row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK
+// S_row(row, ncols, lane, ahead): row `row` of slot S's [rows][ncols] matrix
+// of type WT, as above, over groups of L lanes; S_ahead(row, ncols, lane)
+// loads its first units ahead.
+#define ROW_DOT(S, WT, L)                                                         \
+  ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7)               \
+  float S##_row(uint row, uint ncols, uint lane, bool ahead) {                    \
+    if (WT == 4) return S##4_row(ROW_ARGS(S, 4, row, ncols), lane, L, ahead);     \
+    if (WT == 5) return S##5_row(ROW_ARGS(S, 5, row, ncols), lane, L, ahead);     \
+    if (WT == 6) return S##6_row(ROW_ARGS(S, 6, row, ncols), lane, L, ahead);     \
+    return S##7_row(ROW_ARGS(S, 7, row, ncols), lane, L, ahead);                  \
+  }                                                                               \
+  void S##_ahead(uint row, uint ncols, uint lane) {                               \
+    if (WT == 4) S##4_ahead_load(ROW_ARGS(S, 4, row, ncols), lane, L);            \
+    if (WT == 5) S##5_ahead_load(ROW_ARGS(S, 5, row, ncols), lane, L);            \
+    if (WT == 6) S##6_ahead_load(ROW_ARGS(S, 6, row, ncols), lane, L);            \
+    if (WT == 7) S##7_ahead_load(ROW_ARGS(S, 7, row, ncols), lane, L);            \
   }
 ROW_DOT(o, O_WT, O_LANES)
 ROW_DOT(q, Q_WT, QKV_LANES)
@@ -345,22 +357,42 @@ GATE_UP_T(6)
 GATE_UP_T(7)
 
 // x[row] += sum_j w[j] down_j[row] . h[j], rows spread over the grid's
-// groups of DN_LANES; a row's units of all k experts one after another.
+// groups of DN_LANES; a row's units of all k experts one after another, the
+// first row's first PF_DN units of each lane loaded ahead (down_ahead).
+const uint PF_DN = 3;
 #define DOWN_T(T)                                                                               \
+  d##T##_WData d##T##_ahead[PF_DN];                                                             \
+  /* Unit u of row `row` (of the k experts' units one after another): its weights, */           \
+  /* and its weighted product with h. */                                                        \
+  d##T##_WData d##T##_unit_w(uint row, uint u) {                                                \
+    const uint nb = p.n_ff / d##T##_QK, units_e = nb * d##T##_UPB, j = u / units_e, ue = u % units_e; \
+    return d##T##_load_w(uint(sel_id[j]) * (p.dn_stride / d##T##_UNIT_BYTES) +                  \
+                             (row * nb + ue / d##T##_UPB) * d##T##_BLOCK_UNITS, ue % d##T##_UPB); \
+  }                                                                                             \
+  float d##T##_unit_dot(uint u, d##T##_WData w) {                                               \
+    const uint nb = p.n_ff / d##T##_QK, units_e = nb * d##T##_UPB, j = u / units_e, ue = u % units_e; \
+    const uint b = ue / d##T##_UPB, kk = ue % d##T##_UPB;                                       \
+    return sel_w[j] * d##T##_dot_w(w, kk, d##T##_load_x(j * nb + b, kk));                       \
+  }                                                                                             \
+  void down_ahead##T() {                                                                        \
+    const uint lane = lane_of(DN_LANES), row = group_of(DN_LANES);                              \
+    const uint units = p.k * (p.n_ff / d##T##_QK) * d##T##_UPB;                                 \
+    if (row < p.n_embd)                                                                         \
+      [[unroll]] for (uint k = 0; k < PF_DN; ++k)                                               \
+        if (lane + k * DN_LANES < units) d##T##_ahead[k] = d##T##_unit_w(row, lane + k * DN_LANES); \
+  }                                                                                             \
   void down##T() {                                                                              \
     const uint lane = lane_of(DN_LANES), gg = group_of(DN_LANES), groups = groups_of(DN_LANES);  \
-    const uint nb = p.n_ff / d##T##_QK;                                                         \
-    const uint units_e = nb * d##T##_UPB, units = p.k * units_e, row_units = nb * d##T##_BLOCK_UNITS; \
-    const uint estride = p.dn_stride / d##T##_UNIT_BYTES;                                       \
+    const uint units = p.k * (p.n_ff / d##T##_QK) * d##T##_UPB;                                 \
     for (uint row = gg; row < p.n_embd; row += groups) {                                        \
       float acc = 0.0;                                                                          \
-      for (uint u = lane; u < units; u += DN_LANES) {                                           \
-        const uint j = u / units_e, ue = u % units_e;                                           \
-        const uint b = ue / d##T##_UPB, kk = ue % d##T##_UPB;                                   \
-        const d##T##_WData wd =                                                                 \
-            d##T##_load_w(uint(sel_id[j]) * estride + row * row_units + b * d##T##_BLOCK_UNITS, kk); \
-        acc += sel_w[j] * d##T##_dot_w(wd, kk, d##T##_load_x(j * nb + b, kk));                  \
+      uint u0 = lane;                                                                           \
+      if (row == gg) {                                                                          \
+        [[unroll]] for (uint k = 0; k < PF_DN; ++k)                                             \
+          if (lane + k * DN_LANES < units) acc += d##T##_unit_dot(lane + k * DN_LANES, d##T##_ahead[k]); \
+        u0 = lane + PF_DN * DN_LANES;                                                           \
       }                                                                                         \
+      for (uint u = u0; u < units; u += DN_LANES) acc += d##T##_unit_dot(u, d##T##_unit_w(row, u)); \
       acc = sum_over_lanes(acc, DN_LANES);                                                      \
       if (lane == 0) x1[row] += acc;                                                            \
     }                                                                                           \
@@ -370,71 +402,6 @@ DOWN_T(5)
 DOWN_T(6)
 DOWN_T(7)
 
-// ROUTER_FOLD, after step 0: this workgroup's share of every logit, sum_r
-// router[e][r] * xw[r] over the rows r it wrote (xw = x * ffn_norm in xs,
-// own row j at xs[j]), and of the sum of squares (ss), into its row of partials.
-const uint PART_STRIDE_PAD = 4;
-float own_xw(uint j) { return xs[j / 4][j % 4]; }
-void fold_shares(uint n_own, uint first_row, uint gpw, uint groups, float ss) {
-  const uint t = gl_LocalInvocationID.x, N = p.n_expert, E = p.n_embd;
-  const uint S = max(1u, WG / N);  // invocations per expert, taking every S-th row
-  for (uint i = t; i < N * S; i += WG) {
-    const uint e = i / S, s = i % S;
-    float acc = 0.0;
-    for (uint j = s; j < n_own; j += S) acc += router1[e * E + first_row + j % gpw + (j / gpw) * groups] * own_xw(j);
-    lv[i] = acc;
-  }
-  barrier();
-  const uint row = gl_WorkGroupID.x * (N + PART_STRIDE_PAD);
-  for (uint e = t; e < N; e += WG) {
-    float l = 0.0;
-    for (uint s = 0; s < S; ++s) l += lv[e * S + s];
-    partials[row + e] = l;
-  }
-  if (t == 0) partials[row + N] = ss;
-}
-
-// ROUTER_FOLD, after step 0's barrier: the grid's shares added up (the same
-// order in every workgroup); the logits into sv (workgroup 0 also writes
-// them out); returns the ffn norm's scale.
-float fold_sum(bool report) {
-  const uint t = gl_LocalInvocationID.x, N = p.n_expert, C = N / 4 + 1, R4 = (N + PART_STRIDE_PAD) / 4;
-  // Lanes that share a column of vec4s (column N / 4 holds ss in .x), each
-  // taking every Sp-th workgroup's row, FOLD_LOADS rows at once; Sp: a power
-  // of 2 within a subgroup.
-  const uint Sp = 1u << findMSB(max(1u, min(gl_SubgroupSize, WG / C)));
-  const uint FOLD_LOADS = 32;
-  float ss = 0.0;
-  for (uint i = t; i < C * Sp; i += WG) {
-    const uint c = i / Sp, s = i % Sp;
-    vec4 a = vec4(0);
-    for (uint w0 = s; w0 < p.grid; w0 += FOLD_LOADS * Sp) {
-      vec4 v[FOLD_LOADS];
-      [[unroll]] for (uint k = 0; k < FOLD_LOADS; ++k) {
-        const uint w = w0 + k * Sp;
-        v[k] = w < p.grid ? partials4[w * R4 + c] : vec4(0);
-      }
-      [[unroll]] for (uint k = 0; k < FOLD_LOADS; ++k) a += v[k];
-    }
-    [[unroll]] for (uint k = 0; k < 4; ++k) a[k] = sum_over_lanes(a[k], Sp);
-    if (s == 0) {
-      if (c < N / 4)
-        [[unroll]] for (uint k = 0; k < 4; ++k) sv[4 * c + k] = a[k];
-      else
-        lv[0] = a.x;
-    }
-  }
-  barrier();
-  ss = lv[0];
-  if (p.check_in != 0 && report && t == 0 && (isnan(ss) || isinf(ss))) atomicMin(first_bad, p.check_in);
-  const float scale = inversesqrt(ss / float(p.n_embd) + p.eps);
-  for (uint e = t; e < N; e += WG) {
-    sv[e] *= scale;
-    if (gl_WorkGroupID.x == 0) logits[e] = sv[e];
-  }
-  return scale;
-}
-
 void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint wg = gl_WorkGroupID.x;
@@ -442,53 +409,40 @@ void main() {
   uint barriers = 0;
   stamp(CLK_START);
 
+  // Each step's first weights are loaded ahead of its preamble (the input's
+  // quantization, a norm), whose reads are then in flight with theirs.
   // 0. The attention output projection into x.
   if (O_WT != 0) {
+    const uint lane = lane_of(O_LANES), row0 = group_of(O_LANES);
+    if (row0 < E) o_ahead(row0, p.att_dim, lane);
 #define ATT4(i) att4[i]
     QUANTIZE_COOP(p.att_dim, ATT4)
 #undef ATT4
     barrier();
-    // The workgroup's rows: group g of its gpw groups takes rows first + g +
-    // m * groups, its m-th being own row j = g + m * gpw.
-    const uint lane = lane_of(O_LANES), gpw = WG / O_LANES, groups = groups_of(O_LANES), first = wg * gpw;
-    uint j = group_of(O_LANES) - first;
-    float ss = 0.0;
-    for (uint row = group_of(O_LANES); row < E; row += groups, j += gpw) {
-      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
-      if (lane == 0) {
-        const float xv = x1[row] + acc;
-        x1[row] = xv;
-        if (FOLD) {
-          xs[j / 4][j % 4] = xv * norm_w1[row];
-          ss += xv * xv;
-        }
-      }
-    }
-    if (FOLD) {
-      const uint n_own = first < E ? gpw * ((E - first) / groups) + min(gpw, (E - first) % groups) : 0;
-      fold_shares(n_own, first, gpw, groups, wg_add(ss));  // wg_add's barriers publish xs
+    for (uint row = row0; row < E; row += groups_of(O_LANES)) {
+      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane, row == row0), O_LANES);
+      if (lane == 0) x1[row] += acc;
     }
     grid_barrier(++barriers, CLK_OUT_ARRIVE, CLK_OUT_LEAVE);
   }
 
-  // 1. The ffn norm (each workgroup) and the router's logits (a row per
-  // workgroup at a time), or with FOLD their sums from the partials.
-  float scale;
-  if (FOLD) {
-    scale = fold_sum(wg == 0);
-    for (uint i = t; i < E / 4; i += WG) xs[i] = x4[i] * norm_w4[i];
-    barrier();
-  } else {
-    scale = norm_scale(p.check_in, wg == 0, 1);
-    for (uint row = wg; row < p.n_expert; row += p.grid) {
-      float acc = 0.0;
-      for (uint i = t; i < E / 4; i += WG) acc += dot(router4[row * (E / 4) + i], xs[i]);
-      acc = wg_add(acc);
-      if (t == 0) logits[row] = acc * scale;
+  // 1. The ffn norm (each workgroup) and the router's logits, a row per
+  // workgroup at a time.
+  const vec4 r_ahead = wg < p.n_expert && t < E / 4 ? router4[wg * (E / 4) + t] : vec4(0);
+  const float scale = norm_scale(p.check_in, wg == 0, 1);
+  for (uint row = wg; row < p.n_expert; row += p.grid) {
+    float acc = 0.0;
+    uint i0 = t;
+    if (row == wg) {
+      if (t < E / 4) acc = dot(r_ahead, xs[t]);
+      i0 = t + WG;
     }
+    for (uint i = i0; i < E / 4; i += WG) acc += dot(router4[row * (E / 4) + i], xs[i]);
+    acc = wg_add(acc);
+    if (t == 0) logits[row] = acc * scale;
   }
   quantize_xs(scale);
-  if (!FOLD) grid_barrier(++barriers, CLK_ROUTER_ARRIVE, CLK_ROUTER_LEAVE);
+  grid_barrier(++barriers, CLK_ROUTER_ARRIVE, CLK_ROUTER_LEAVE);
 
   // 2. Top-k, then the k experts' gate and up products with their activation.
   route_topk(0);
@@ -501,6 +455,10 @@ void main() {
   grid_barrier(++barriers, CLK_GU_ARRIVE, CLK_GU_LEAVE);
 
   // 3. The down products of the k experts, weighted, added to x.
+  if (DN_WT == 4) down_ahead4();
+  if (DN_WT == 5) down_ahead5();
+  if (DN_WT == 6) down_ahead6();
+  if (DN_WT == 7) down_ahead7();
 #define H4(i) h4[i]
   QUANTIZE_COOP(K * F, H4)
 #undef H4
@@ -514,14 +472,15 @@ void main() {
   // 4. The next layer's norm (each workgroup) and its q, k and v.
   if (Q_WT != 0) {
     grid_barrier(++barriers, CLK_DOWN_ARRIVE, CLK_DOWN_LEAVE);
+    const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES), row0 = group_of(QKV_LANES);
+    if (row0 < p.q_dim) q_ahead(row0, E, lane);  // (q's rows come first)
     quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
     stamp(CLK_NEXT_NORM);
-    const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES);
-    for (uint row = group_of(QKV_LANES); row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
-      const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane)
-                                       : row < QK    ? k_row(row - p.q_dim, E, lane)
-                                                     : v_row(row - QK, E, lane),
+    for (uint row = row0; row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
+      const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane, row == row0)
+                                       : row < QK    ? k_row(row - p.q_dim, E, lane, false)
+                                                     : v_row(row - QK, E, lane, false),
                                        QKV_LANES);
       if (lane != 0) continue;
       if (row < p.q_dim)

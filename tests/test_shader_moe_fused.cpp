@@ -5,10 +5,9 @@
 // activations h, x after the combine and the next layer's norm, for a grid of
 // one workgroup and, on GPUs, of one per compute unit (they wait for each
 // other at grid barriers); with the attention output projection before the
-// block and the next layer's q/k/v after it, also those, with the router's
-// shares folded into the projection (vk::MoeFusedDecodeArgs::partials) and
-// without; the clock variant's stamps come in their steps' order. Also:
-// non-finite inputs lower the flag, and a grid
+// block and the next layer's q/k/v after it, also those; the clock
+// variant's stamps come in their steps' order. Also: non-finite inputs
+// lower the flag, and a grid
 // whose workgroups cannot all arrive gives up and poisons x instead of
 // hanging. Fresh random inputs each run (seed printed).
 #include <gtest/gtest.h>
@@ -131,17 +130,11 @@ struct Out {
   std::vector<uint32_t> counters;
   uint32_t flag;
   std::vector<uint64_t> stamps;  // with clocks: grid * kFusedClockSlots
-  std::vector<float> partials;   // with fold
-};
-
-// How run_block runs the kernel: the router folded into the output
-// projection (with extra), and the clock variant.
-struct Run {
-  bool fold = false, clocks = false;
 };
 
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
-              uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {}, Run run = {}) {
+              uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {},
+              bool clocks = false) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
@@ -192,12 +185,8 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
     bv = e.buf(std::vector<float>(extra->KV, kNaN));
     a.next_qkv = MoeFusedNextQkv{extra->q, extra->k, extra->v, bwq, bwk, bwv, bq, bk, bv, extra->Q, extra->KV};
   }
-  Buffer bp, bclk;
-  if (run.fold) {
-    bp = e.buf(std::vector<float>(moe_fused_partial_floats(grid, c.N), kNaN));
-    a.partials = bp;
-  }
-  if (run.clocks) {
+  Buffer bclk;
+  if (clocks) {
     bclk = e.buf(std::vector<uint64_t>(size_t(grid) * kFusedClockSlots + 3, 0));
     a.clocks = bclk;
     a.clock_base = 3;  // the dispatch's stamps start there
@@ -219,8 +208,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
     o.k = e.read<float>(bk, extra->KV);
     o.v = e.read<float>(bv, extra->KV);
   }
-  if (run.fold) o.partials = e.read<float>(bp, moe_fused_partial_floats(grid, c.N));
-  if (run.clocks) {
+  if (clocks) {
     const std::vector<uint64_t> all = e.read<uint64_t>(bclk, size_t(grid) * kFusedClockSlots + 3);
     EXPECT_EQ(all[0] | all[1] | all[2], 0u) << "no stamp before clock_base";
     o.stamps.assign(all.begin() + 3, all.end());
@@ -379,32 +367,26 @@ TEST(ShaderMoeFused, OutProjAndNextQkvMatchHostReference) {
     // Also with fewer lanes per row than the subgroup's (more rows at once).
     const std::array<uint32_t, 4> fewer{2, 4, 1, 2};
     for (uint32_t grid : grids(e))
-      for (const std::array<uint32_t, 4>& lanes : {std::array<uint32_t, 4>{}, fewer})
-        for (bool fold : {false, true}) {
-          SCOPED_TRACE("grid " + std::to_string(grid) + " lanes " + std::to_string(lanes[0]) + (fold ? " fold" : ""));
-          const std::vector<float> x = e.randn(c.E, 1.5f);
-          const Out o = run_block(e, b, x, grid, 5, 7, &x_, lanes, {fold, false});
-          if (fold && !env_off("VKMOE_FUSED_ROUTER_FOLD")) {  // every workgroup wrote its shares
-            for (uint32_t w = 0; w < grid; ++w)
-              for (uint32_t i = 0; i <= c.N; ++i)
-                ASSERT_TRUE(std::isfinite(o.partials[w * (c.N + 4) + i])) << "workgroup " << w << " share " << i;
-          }
-          std::vector<double> att(x_.att.begin(), x_.att.end()), proj, x0_err;
-          product(x_.wo, c.E, ec.A, att, proj, x0_err);
-          std::vector<double> x0(c.E);
-          for (uint32_t r = 0; r < c.E; ++r) x0[r] = x[r] + proj[r];
-          expect_block(b, x0, x0_err, o, false);
-          for (float v : o.xn) ASSERT_TRUE(std::isnan(v)) << "with q/k/v, xn is not written";
-          const std::vector<double> xn2 = b.xn_of(o.x, b.next_w);
-          auto expect_rows = [&](const Expert& w, uint32_t rows, const std::vector<float>& got, const char* what) {
-            std::vector<double> want, tol;
-            product(w, rows, c.E, xn2, want, tol);
-            for (uint32_t r = 0; r < rows; ++r) ASSERT_NEAR(got[r], want[r], tol[r]) << what << " row " << r;
-          };
-          expect_rows(x_.wq, ec.Q, o.q, "q");
-          expect_rows(x_.wk, ec.KV, o.k, "k");
-          expect_rows(x_.wv, ec.KV, o.v, "v");
-        }
+      for (const std::array<uint32_t, 4>& lanes : {std::array<uint32_t, 4>{}, fewer}) {
+        SCOPED_TRACE("grid " + std::to_string(grid) + " lanes " + std::to_string(lanes[0]));
+        const std::vector<float> x = e.randn(c.E, 1.5f);
+        const Out o = run_block(e, b, x, grid, 5, 7, &x_, lanes);
+        std::vector<double> att(x_.att.begin(), x_.att.end()), proj, x0_err;
+        product(x_.wo, c.E, ec.A, att, proj, x0_err);
+        std::vector<double> x0(c.E);
+        for (uint32_t r = 0; r < c.E; ++r) x0[r] = x[r] + proj[r];
+        expect_block(b, x0, x0_err, o, false);
+        for (float v : o.xn) ASSERT_TRUE(std::isnan(v)) << "with q/k/v, xn is not written";
+        const std::vector<double> xn2 = b.xn_of(o.x, b.next_w);
+        auto expect_rows = [&](const Expert& w, uint32_t rows, const std::vector<float>& got, const char* what) {
+          std::vector<double> want, tol;
+          product(w, rows, c.E, xn2, want, tol);
+          for (uint32_t r = 0; r < rows; ++r) ASSERT_NEAR(got[r], want[r], tol[r]) << what << " row " << r;
+        };
+        expect_rows(x_.wq, ec.Q, o.q, "q");
+        expect_rows(x_.wk, ec.KV, o.k, "k");
+        expect_rows(x_.wv, ec.KV, o.v, "v");
+      }
   }
 }
 
@@ -423,13 +405,6 @@ TEST(ShaderMoeFused, NonFiniteInputLowersTheFlag) {
     for (int32_t id : o.ids) EXPECT_TRUE(id >= 0 && uint32_t(id) < c.N) << "ids stay in range; grid " << grid;
     EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0));
   }
-  // The same check where the router's shares are folded into the output
-  // projection: x + wo . att is not finite.
-  const Extra x_(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q4_K, 256, 256, 256);
-  for (uint32_t grid : grids(e)) {
-    EXPECT_EQ(run_block(e, b, x, grid, 5, 7, &x_, {}, {true, false}).flag, 5u) << "fold; grid " << grid;
-    EXPECT_EQ(run_block(e, b, x, grid, 0, 7, &x_, {}, {true, false}).flag, 7u) << "fold; grid " << grid;
-  }
 }
 
 // The clock variant: each workgroup stamps the edges of the steps it passes,
@@ -443,34 +418,29 @@ TEST(ShaderMoeFused, ClockStampsFollowTheSteps) {
   Block b(c, e);
   const Extra x_(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 1024, 1024, 256);
   using C = FusedClock;
-  for (uint32_t grid : grids(e))
-    for (bool fold : {false, true}) {
-      SCOPED_TRACE("grid " + std::to_string(grid) + (fold ? " fold" : ""));
-      const std::vector<float> x = e.randn(c.E, 1.5f);
-      const Out plain = run_block(e, b, x, grid, 5, 7, &x_, {}, {fold, false});
-      const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, {fold, true});
-      ASSERT_EQ(o.ids, plain.ids);
-      for (uint32_t i = 0; i < c.E; ++i) ASSERT_NEAR(o.x[i], plain.x[i], 1e-5 * std::fabs(plain.x[i]) + 1e-6) << i;
-      for (uint32_t i = 0; i < x_.Q; ++i) ASSERT_NEAR(o.q[i], plain.q[i], 1e-5 * std::fabs(plain.q[i]) + 1e-6) << i;
-      const bool folded = fold && !env_off("VKMOE_FUSED_ROUTER_FOLD");
-      std::vector<C> order = {C::Start, C::OutProjArrive, C::OutProjLeave};
-      if (!folded) order.insert(order.end(), {C::RouterArrive, C::RouterLeave});
-      order.insert(order.end(), {C::TopK, C::GateUpArrive, C::GateUpLeave, C::HQuantized, C::DownArrive,
-                                 C::DownLeave, C::NextNorm, C::End});
-      for (uint32_t w = 0; w < grid; ++w) {
-        const uint64_t* st = &o.stamps[size_t(w) * kFusedClockSlots];
-        for (uint32_t i = 0; i < order.size(); ++i) {
-          ASSERT_NE(st[uint32_t(order[i])], 0u) << "workgroup " << w << " " << fused_clock_name(order[i]);
-          if (i > 0) {
-            ASSERT_GE(st[uint32_t(order[i])], st[uint32_t(order[i - 1])]) << fused_clock_name(order[i]);
-          }
+  for (uint32_t grid : grids(e)) {
+    SCOPED_TRACE("grid " + std::to_string(grid));
+    const std::vector<float> x = e.randn(c.E, 1.5f);
+    const Out plain = run_block(e, b, x, grid, 5, 7, &x_);
+    const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, true);
+    ASSERT_EQ(o.ids, plain.ids);
+    for (uint32_t i = 0; i < c.E; ++i) ASSERT_NEAR(o.x[i], plain.x[i], 1e-5 * std::fabs(plain.x[i]) + 1e-6) << i;
+    for (uint32_t i = 0; i < x_.Q; ++i) ASSERT_NEAR(o.q[i], plain.q[i], 1e-5 * std::fabs(plain.q[i]) + 1e-6) << i;
+    const C order[] = {C::Start,       C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
+                       C::TopK,        C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
+                       C::DownLeave,   C::NextNorm,      C::End};
+    static_assert(sizeof order / sizeof *order == size_t(C::Count));
+    for (uint32_t w = 0; w < grid; ++w) {
+      const uint64_t* st = &o.stamps[size_t(w) * kFusedClockSlots];
+      for (uint32_t i = 0; i < uint32_t(C::Count); ++i) {
+        ASSERT_NE(st[uint32_t(order[i])], 0u) << "workgroup " << w << " " << fused_clock_name(order[i]);
+        if (i > 0) {
+          ASSERT_GE(st[uint32_t(order[i])], st[uint32_t(order[i - 1])]) << fused_clock_name(order[i]);
         }
-        if (folded) {
-          EXPECT_EQ(st[uint32_t(C::RouterArrive)], 0u) << "the fold has no router barrier";
-        }
-        for (uint32_t k = uint32_t(C::Count); k < kFusedClockSlots; ++k) EXPECT_EQ(st[k], 0u) << "slot " << k;
       }
+      for (uint32_t k = uint32_t(C::Count); k < kFusedClockSlots; ++k) EXPECT_EQ(st[k], 0u) << "slot " << k;
     }
+  }
 }
 
 // The kernel's push constants (shaders/moe_decode_fused.comp), to launch fewer
@@ -493,8 +463,8 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
   const uint32_t wg = std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
   const uint32_t lanes = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
   const Pipeline& p = e.ctx->pipeline(
-      "moe_decode_fused", 23, sizeof(Push),
-      {wg, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0, lanes, lanes, lanes, lanes, 0});
+      "moe_decode_fused", 22, sizeof(Push),
+      {wg, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0, lanes, lanes, lanes, lanes});
   Buffer bx = e.buf(e.randn(c.E)), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q),
          bu = e.buf(b.up.q), bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N)),
          bh = e.buf(std::vector<float>(c.K * c.F)), bi = e.buf(std::vector<int32_t>(c.K)),
@@ -503,8 +473,7 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
   const Push push{c.E, c.F, c.N, c.K, 1e-6f, 0, 0, uint32_t(b.gu_stride), uint32_t(b.dn_stride),
                   /*grid*/ 2, 0, /*spin_limit*/ 1000, 0, 0, 1.f, 0, 0, 0, 0, 0, 0};
   e.record([&](Recorder& r) {
-    r.dispatch(p, {bx, bn, br, bg, bu, bd, bl, bh, bi, bw, bc, bx, bx, bf, bx, bx, bx, bx, bx, bx, bx, bx, bx}, push,
-               1);
+    r.dispatch(p, {bx, bn, br, bg, bu, bd, bl, bh, bi, bw, bc, bx, bx, bf, bx, bx, bx, bx, bx, bx, bx, bx}, push, 1);
   });
   EXPECT_EQ(e.read<uint32_t>(bf, 1)[0], 1u) << "the lost wait lowers the flag to 1";
   EXPECT_TRUE(std::isnan(e.read<float>(bx, 1)[0])) << "and poisons x";

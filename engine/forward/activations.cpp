@@ -4,7 +4,6 @@
 
 #include "engine/vulkan/gemm_paths.h"
 #include "engine/vulkan/vk_attention.h"
-#include "engine/vulkan/vk_moe_fused.h"
 
 namespace vkmoe {
 
@@ -83,8 +82,6 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f((gemm_scratch_bytes(s) + 3) / 4, "GEMM activation scratch");
   f(s.split_k_half_bytes() / 2, "GEMM split-K partials");
   f(Activations::kDispatchCounters, "fused-dispatch counters");
-  f(s.n_expert > 1 ? vk::moe_fused_partial_floats(Activations::kFusedPartialRows, s.n_expert) : 0,
-    "fused MoE router shares");
 }
 
 uint64_t padded(uint64_t floats) { return (std::max<uint64_t>(floats, 4) * 4 + 255) / 256 * 256; }
@@ -99,8 +96,7 @@ uint64_t activation_bytes(const ActivationShape& s) {
 
 Activations::Activations(vk::Context& ctx, const ActivationShape& s) : shape(s) {
   vk::Buffer* order[] = {&x, &xn, &xh, &q, &k, &v, &att, &attn_scratch, &qa, &qh, &ao, &g, &u, &so, &gate1, &rlog,
-                         &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch, &gemm_split, &counters,
-                         &fused_partials};
+                         &ids, &wts, &table, &eg, &eu, &eo, &logits, &gemm_scratch, &gemm_split, &counters};
   size_t i = 0;
   for_each_buffer(s, [&](uint64_t floats, const char* what) {
     *order[i++] = ctx.create_buffer(padded(floats), vk::MemoryKind::Device, what);

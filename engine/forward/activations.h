@@ -50,10 +50,6 @@ struct Activations {
   // for two products in flight together.
   vk::Buffer gemm_split;
   vk::Buffer counters;      // zeroed uints: fused kernels count finished workgroups here
-  // The fused MoE decode's router shares (vk::moe_fused_partial_floats) for
-  // grids of up to kFusedPartialRows workgroups.
-  vk::Buffer fused_partials;
-  static constexpr uint32_t kFusedPartialRows = 256;
   // [0]: the router's top-k tail; [2, 3]: the fused MoE block's grid barrier
   // and finish count; from kAttentionCounters: split attention tails.
   static constexpr uint32_t kDispatchCounters = 1024, kMoeFusedCounters = 2, kAttentionCounters = 16;

@@ -412,7 +412,6 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   }
   a.flags = a_.non_finite;
   a.grid = f.grid;
-  a.partials = a_.fused_partials;
   if (fused_clocks_ && f.grid == clocks_grid_) {
     a.clocks = *fused_clocks_;
     a.clock_base = uint32_t(il) * f.grid * vk::kFusedClockSlots;

@@ -30,7 +30,7 @@ struct FusedPush {
 };
 
 constexpr const char* kKernel = "moe_decode_fused";
-constexpr uint32_t kBindings = 23;  // the clock variant: one more
+constexpr uint32_t kBindings = 22;  // the clock variant: one more
 constexpr uint32_t kMaxWorkgroup = 512, kMaxExperts = 1024, kMaxTopk = 64, kTopkShared = 512;
 // Polls of a grid barrier before it gives up (seconds on any device, far more
 // than a token's whole block takes).
@@ -91,8 +91,6 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 }
 
 }  // namespace
-
-uint64_t moe_fused_partial_floats(uint32_t grid, uint32_t n_expert) { return uint64_t(grid) * (n_expert + 4); }
 
 const char* fused_clock_name(FusedClock c) {
   static const char* const names[] = {"start",          "out proj: arrived",  "out proj: released",
@@ -189,9 +187,6 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
     check_binding(kKernel, "k", n.k, uint64_t(n.kv_dim) * 4);
     check_binding(kKernel, "v", n.v, uint64_t(n.kv_dim) * 4);
   }
-  static const bool fold_off = env_off("VKMOE_FUSED_ROUTER_FOLD");
-  const bool fold = !fold_off && a.out_proj && a.n_expert % 4 == 0 && a.partials.buffer != VK_NULL_HANDLE &&
-                    moe_fused_partial_floats(grid, a.n_expert) * 4 <= a.partials.range;
   const bool clocks = a.clocks.buffer != VK_NULL_HANDLE;
   if (clocks) {
     if (!d.device_clock || d.max_storage_buffers < kBindings + 1)
@@ -232,7 +227,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
        type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u, a.next_qkv ? type_code(n.q_type) : 0u,
        a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u, lanes[0], lanes[1], lanes[2],
-       lanes[3], fold ? 1u : 0u});
+       lanes[3]});
   // Bindings a step does not use hold x in their place.
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
   std::vector<BufferRange> bind = {a.x,        a.ffn_norm, a.router_w,        a.gate,
@@ -240,7 +235,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                                    a.ids,      a.weights,  a.counters,        or_x(a.next_norm),
                                    a.next_qkv ? a.x : or_x(a.xn), a.flags, or_x(o.att), or_x(o.w),
                                    or_x(n.wq), or_x(n.wk), or_x(n.wv),        or_x(n.q),
-                                   or_x(n.k),  or_x(n.v),  fold ? a.partials : a.x};
+                                   or_x(n.k),  or_x(n.v)};
   if (clocks) bind.push_back(a.clocks);
   rec.dispatch(p, bind, &push, sizeof push, grid);
 }

@@ -56,19 +56,11 @@ struct MoeFusedDecodeArgs {
   std::array<uint32_t, 4> lanes{};
   std::optional<MoeFusedOutProj> out_proj;
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
-  // With an output projection and n_expert % 4 == 0: the router folded into
-  // it (one grid barrier fewer) where this holds moe_fused_partial_floats;
-  // VKMOE_FUSED_ROUTER_FOLD=0 turns the fold off.
-  BufferRange partials;
   // Where set (a device clock): every workgroup's FusedClock stamps (uint64)
   // at clocks[clock_base + workgroup * kFusedClockSlots + slot].
   BufferRange clocks;
   uint32_t clock_base = 0;
 };
-
-// The fold's scratch: per workgroup the n_expert shares of the logits and the
-// sum of squares (padded to vec4s).
-uint64_t moe_fused_partial_floats(uint32_t grid, uint32_t n_expert);
 
 // The steps' edges the _clock kernel stamps (shaders/moe_decode_fused.comp's
 // CLK_*): a grid barrier's arrival and departure, and points inside steps.
