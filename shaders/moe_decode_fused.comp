@@ -276,52 +276,26 @@ void quantize_xs(float scale) {
 
 // One row's dot product with the quantized x over a group of L lanes: the
 // row starts at unit rb and has nb blocks; lane takes units lane, lane + L, ...
-// With `ahead`, its first PF units are those S_ahead_load loaded into
-// S_ahead earlier (issued before a step's preamble, so that their memory
-// latency passes while it runs).
-const uint PF = 2;  // units a lane loads ahead in the output projection and q/k/v steps
 #define ROW_DOT_T(S, T)                                                                           \
-  S##T##_WData S##T##_ahead[PF];                                                                  \
-  void S##T##_ahead_load(uint rb, uint nb, uint lane, uint L) {                                   \
-    [[unroll]] for (uint k = 0; k < PF; ++k) {                                                    \
-      const uint u = lane + k * L;                                                                \
-      if (u < nb * S##T##_UPB) S##T##_ahead[k] = S##T##_load_w(rb + (u / S##T##_UPB) * S##T##_BLOCK_UNITS, u % S##T##_UPB); \
-    }                                                                                             \
-  }                                                                                               \
-  float S##T##_row(uint rb, uint nb, uint lane, uint L, bool ahead) {                             \
+  float S##T##_row(uint rb, uint nb, uint lane, uint L) {                                         \
     float acc = 0.0;                                                                              \
-    uint u0 = lane;                                                                               \
-    if (ahead) {                                                                                  \
-      [[unroll]] for (uint k = 0; k < PF; ++k) {                                                  \
-        const uint u = lane + k * L;                                                              \
-        if (u < nb * S##T##_UPB)                                                                  \
-          acc += S##T##_dot_w(S##T##_ahead[k], u % S##T##_UPB, S##T##_load_x(u / S##T##_UPB, u % S##T##_UPB)); \
-      }                                                                                           \
-      u0 = lane + PF * L;                                                                         \
-    }                                                                                             \
-    for (uint u = u0; u < nb * S##T##_UPB; u += L) {                                              \
+    for (uint u = lane; u < nb * S##T##_UPB; u += L) {                                            \
       const uint b = u / S##T##_UPB, kk = u % S##T##_UPB;                                         \
       acc += S##T##_dot_w(S##T##_load_w(rb + b * S##T##_BLOCK_UNITS, kk), kk, S##T##_load_x(b, kk)); \
     }                                                                                             \
     return acc;                                                                                   \
   }
-#define ROW_ARGS(S, T, row, ncols) (row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK
-// S_row(row, ncols, lane, ahead): row `row` of slot S's [rows][ncols] matrix
-// of type WT, as above, over groups of L lanes; S_ahead(row, ncols, lane)
-// loads its first units ahead.
-#define ROW_DOT(S, WT, L)                                                         \
-  ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7)               \
-  float S##_row(uint row, uint ncols, uint lane, bool ahead) {                    \
-    if (WT == 4) return S##4_row(ROW_ARGS(S, 4, row, ncols), lane, L, ahead);     \
-    if (WT == 5) return S##5_row(ROW_ARGS(S, 5, row, ncols), lane, L, ahead);     \
-    if (WT == 6) return S##6_row(ROW_ARGS(S, 6, row, ncols), lane, L, ahead);     \
-    return S##7_row(ROW_ARGS(S, 7, row, ncols), lane, L, ahead);                  \
-  }                                                                               \
-  void S##_ahead(uint row, uint ncols, uint lane) {                               \
-    if (WT == 4) S##4_ahead_load(ROW_ARGS(S, 4, row, ncols), lane, L);            \
-    if (WT == 5) S##5_ahead_load(ROW_ARGS(S, 5, row, ncols), lane, L);            \
-    if (WT == 6) S##6_ahead_load(ROW_ARGS(S, 6, row, ncols), lane, L);            \
-    if (WT == 7) S##7_ahead_load(ROW_ARGS(S, 7, row, ncols), lane, L);            \
+#define ROW_AT(S, T, row, ncols, lane, L) \
+  S##T##_row((row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK, lane, L)
+// S_row(row, ncols, lane): row `row` of slot S's [rows][ncols] matrix of type
+// WT, as above, over groups of L lanes.
+#define ROW_DOT(S, WT, L)                                           \
+  ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7) \
+  float S##_row(uint row, uint ncols, uint lane) {                  \
+    if (WT == 4) return ROW_AT(S, 4, row, ncols, lane, L);          \
+    if (WT == 5) return ROW_AT(S, 5, row, ncols, lane, L);          \
+    if (WT == 6) return ROW_AT(S, 6, row, ncols, lane, L);          \
+    return ROW_AT(S, 7, row, ncols, lane, L);                       \
   }
 ROW_DOT(o, O_WT, O_LANES)
 ROW_DOT(q, Q_WT, QKV_LANES)
@@ -357,42 +331,22 @@ GATE_UP_T(6)
 GATE_UP_T(7)
 
 // x[row] += sum_j w[j] down_j[row] . h[j], rows spread over the grid's
-// groups of DN_LANES; a row's units of all k experts one after another, the
-// first row's first PF_DN units of each lane loaded ahead (down_ahead).
-const uint PF_DN = 3;
+// groups of DN_LANES; a row's units of all k experts one after another.
 #define DOWN_T(T)                                                                               \
-  d##T##_WData d##T##_ahead[PF_DN];                                                             \
-  /* Unit u of row `row` (of the k experts' units one after another): its weights, */           \
-  /* and its weighted product with h. */                                                        \
-  d##T##_WData d##T##_unit_w(uint row, uint u) {                                                \
-    const uint nb = p.n_ff / d##T##_QK, units_e = nb * d##T##_UPB, j = u / units_e, ue = u % units_e; \
-    return d##T##_load_w(uint(sel_id[j]) * (p.dn_stride / d##T##_UNIT_BYTES) +                  \
-                             (row * nb + ue / d##T##_UPB) * d##T##_BLOCK_UNITS, ue % d##T##_UPB); \
-  }                                                                                             \
-  float d##T##_unit_dot(uint u, d##T##_WData w) {                                               \
-    const uint nb = p.n_ff / d##T##_QK, units_e = nb * d##T##_UPB, j = u / units_e, ue = u % units_e; \
-    const uint b = ue / d##T##_UPB, kk = ue % d##T##_UPB;                                       \
-    return sel_w[j] * d##T##_dot_w(w, kk, d##T##_load_x(j * nb + b, kk));                       \
-  }                                                                                             \
-  void down_ahead##T() {                                                                        \
-    const uint lane = lane_of(DN_LANES), row = group_of(DN_LANES);                              \
-    const uint units = p.k * (p.n_ff / d##T##_QK) * d##T##_UPB;                                 \
-    if (row < p.n_embd)                                                                         \
-      [[unroll]] for (uint k = 0; k < PF_DN; ++k)                                               \
-        if (lane + k * DN_LANES < units) d##T##_ahead[k] = d##T##_unit_w(row, lane + k * DN_LANES); \
-  }                                                                                             \
   void down##T() {                                                                              \
     const uint lane = lane_of(DN_LANES), gg = group_of(DN_LANES), groups = groups_of(DN_LANES);  \
-    const uint units = p.k * (p.n_ff / d##T##_QK) * d##T##_UPB;                                 \
+    const uint nb = p.n_ff / d##T##_QK;                                                         \
+    const uint units_e = nb * d##T##_UPB, units = p.k * units_e, row_units = nb * d##T##_BLOCK_UNITS; \
+    const uint estride = p.dn_stride / d##T##_UNIT_BYTES;                                       \
     for (uint row = gg; row < p.n_embd; row += groups) {                                        \
       float acc = 0.0;                                                                          \
-      uint u0 = lane;                                                                           \
-      if (row == gg) {                                                                          \
-        [[unroll]] for (uint k = 0; k < PF_DN; ++k)                                             \
-          if (lane + k * DN_LANES < units) acc += d##T##_unit_dot(lane + k * DN_LANES, d##T##_ahead[k]); \
-        u0 = lane + PF_DN * DN_LANES;                                                           \
+      for (uint u = lane; u < units; u += DN_LANES) {                                           \
+        const uint j = u / units_e, ue = u % units_e;                                           \
+        const uint b = ue / d##T##_UPB, kk = ue % d##T##_UPB;                                   \
+        const d##T##_WData wd =                                                                 \
+            d##T##_load_w(uint(sel_id[j]) * estride + row * row_units + b * d##T##_BLOCK_UNITS, kk); \
+        acc += sel_w[j] * d##T##_dot_w(wd, kk, d##T##_load_x(j * nb + b, kk));                  \
       }                                                                                         \
-      for (uint u = u0; u < units; u += DN_LANES) acc += d##T##_unit_dot(u, d##T##_unit_w(row, u)); \
       acc = sum_over_lanes(acc, DN_LANES);                                                      \
       if (lane == 0) x1[row] += acc;                                                            \
     }                                                                                           \
@@ -409,18 +363,15 @@ void main() {
   uint barriers = 0;
   stamp(CLK_START);
 
-  // Each step's first weights are loaded ahead of its preamble (the input's
-  // quantization, a norm), whose reads are then in flight with theirs.
   // 0. The attention output projection into x.
   if (O_WT != 0) {
-    const uint lane = lane_of(O_LANES), row0 = group_of(O_LANES);
-    if (row0 < E) o_ahead(row0, p.att_dim, lane);
 #define ATT4(i) att4[i]
     QUANTIZE_COOP(p.att_dim, ATT4)
 #undef ATT4
     barrier();
-    for (uint row = row0; row < E; row += groups_of(O_LANES)) {
-      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane, row == row0), O_LANES);
+    const uint lane = lane_of(O_LANES);
+    for (uint row = group_of(O_LANES); row < E; row += groups_of(O_LANES)) {
+      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
       if (lane == 0) x1[row] += acc;
     }
     grid_barrier(++barriers, CLK_OUT_ARRIVE, CLK_OUT_LEAVE);
@@ -428,16 +379,10 @@ void main() {
 
   // 1. The ffn norm (each workgroup) and the router's logits, a row per
   // workgroup at a time.
-  const vec4 r_ahead = wg < p.n_expert && t < E / 4 ? router4[wg * (E / 4) + t] : vec4(0);
   const float scale = norm_scale(p.check_in, wg == 0, 1);
   for (uint row = wg; row < p.n_expert; row += p.grid) {
     float acc = 0.0;
-    uint i0 = t;
-    if (row == wg) {
-      if (t < E / 4) acc = dot(r_ahead, xs[t]);
-      i0 = t + WG;
-    }
-    for (uint i = i0; i < E / 4; i += WG) acc += dot(router4[row * (E / 4) + i], xs[i]);
+    for (uint i = t; i < E / 4; i += WG) acc += dot(router4[row * (E / 4) + i], xs[i]);
     acc = wg_add(acc);
     if (t == 0) logits[row] = acc * scale;
   }
@@ -455,10 +400,6 @@ void main() {
   grid_barrier(++barriers, CLK_GU_ARRIVE, CLK_GU_LEAVE);
 
   // 3. The down products of the k experts, weighted, added to x.
-  if (DN_WT == 4) down_ahead4();
-  if (DN_WT == 5) down_ahead5();
-  if (DN_WT == 6) down_ahead6();
-  if (DN_WT == 7) down_ahead7();
 #define H4(i) h4[i]
   QUANTIZE_COOP(K * F, H4)
 #undef H4
@@ -472,15 +413,14 @@ void main() {
   // 4. The next layer's norm (each workgroup) and its q, k and v.
   if (Q_WT != 0) {
     grid_barrier(++barriers, CLK_DOWN_ARRIVE, CLK_DOWN_LEAVE);
-    const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES), row0 = group_of(QKV_LANES);
-    if (row0 < p.q_dim) q_ahead(row0, E, lane);  // (q's rows come first)
     quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
     stamp(CLK_NEXT_NORM);
-    for (uint row = row0; row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
-      const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane, row == row0)
-                                       : row < QK    ? k_row(row - p.q_dim, E, lane, false)
-                                                     : v_row(row - QK, E, lane, false),
+    const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES);
+    for (uint row = group_of(QKV_LANES); row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
+      const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane)
+                                       : row < QK    ? k_row(row - p.q_dim, E, lane)
+                                                     : v_row(row - QK, E, lane),
                                        QKV_LANES);
       if (lane != 0) continue;
       if (row < p.q_dim)

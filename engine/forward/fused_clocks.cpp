@@ -2,21 +2,26 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 
 namespace vkmoe {
 
 FusedClocks::FusedClocks(vk::Context& ctx, uint32_t n_layer, uint32_t grid)
-    : buf_(ctx.create_buffer(uint64_t(n_layer) * grid * vk::kFusedClockSlots * 8, vk::MemoryKind::Readback,
+    : ctx_(ctx),
+      buf_(ctx.create_buffer(uint64_t(n_layer) * grid * vk::kFusedClockSlots * 8, vk::MemoryKind::Device,
                              "fused MoE clocks")),
       n_layer_(n_layer),
-      grid_(grid) {
-  std::memset(buf_.data(), 0, buf_.size());  // 0: a slot no dispatch stamped
+      grid_(grid),
+      host_(buf_.size() / 8) {
+  vk::Recorder r(ctx);
+  r.begin();
+  r.fill(buf_, 0, buf_.size(), 0);  // 0: a slot no dispatch stamped
+  r.submit().wait();
 }
 
 void FusedClocks::collect() {
-  const auto* s = reinterpret_cast<const volatile uint64_t*>(buf_.data());
+  ctx_.read_buffer(buf_, 0, host_.data(), buf_.size());
+  const uint64_t* s = host_.data();
   constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
   uint64_t prev_end = 0;
   for (uint32_t il = 0; il < n_layer_; ++il) {

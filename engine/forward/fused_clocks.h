@@ -2,7 +2,9 @@
 // VKMOE_FUSED_CLOCKS=1: the fused MoE decode dispatch's device-clock stamps
 // (vk::FusedClock, per workgroup and layer), read after each decoded token
 // and reported as one layer's timeline: when its workgroups reach each step's
-// edge, counted from the dispatch's first start.
+// edge, counted from the dispatch's first start. The stamps go to device
+// memory (a write to host memory before a memory barrier would wait for it).
+#include <vector>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -16,7 +18,7 @@ class FusedClocks {
  public:
   FusedClocks(vk::Context& ctx, uint32_t n_layer, uint32_t grid);
   const vk::Buffer& buffer() const { return buf_; }
-  // After a token's commands completed.
+  // After a token's commands completed (reads the stamps back).
   void collect();
   std::string report() const;
 
@@ -25,8 +27,10 @@ class FusedClocks {
     double mean_ns = 0, last_ns = 0;  // over workgroups: the mean, the latest
     uint64_t n = 0;                   // dispatches that stamped it
   };
+  vk::Context& ctx_;
   vk::Buffer buf_;
   uint32_t n_layer_, grid_;
+  std::vector<uint64_t> host_;
   std::array<Edge, size_t(vk::FusedClock::Count)> edges_{};
   double gap_ns_ = 0;  // a dispatch's last end to the next layer's first start
   uint64_t gaps_ = 0, tokens_ = 0;
