@@ -24,12 +24,12 @@
 // weight types of gate/up, down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 =
 // Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
 // that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
-// <= subgroup size).
-// CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
-// steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClockSlot).
-// A lane group works on one row at a time, a lane on one
+// <= subgroup size). A lane group works on one row at a time, a lane on one
 // unit of it at a time: more rows or units at once measured slower on an H200
-// (registers; docs/PERF.md run 36).
+// (registers; docs/PERF.md run 36), and so did loading a step's first units
+// ahead of its preamble (a warp's loads return in order; run 38).
+// CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
+// steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClock).
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
 // 1 and writes NaN into x, so the token fails loudly instead of silently; a
 // wait that then finds first_bad at 1 gives up after 1024 polls (one loss,
@@ -165,7 +165,7 @@ uint sum_over_lanes_u(uint v, uint L) {
   }
 #include "moe_topk.glsl"
 
-// Slots of one workgroup's stamps (vk_moe_fused.h's FusedClockSlot).
+// Slots of one workgroup's stamps (vk_moe_fused.h's FusedClock).
 const uint CLK_START = 0, CLK_OUT_ARRIVE = 1, CLK_OUT_LEAVE = 2, CLK_ROUTER_ARRIVE = 3, CLK_ROUTER_LEAVE = 4,
            CLK_TOPK = 5, CLK_GU_ARRIVE = 6, CLK_GU_LEAVE = 7, CLK_H_QUANT = 8, CLK_DOWN_ARRIVE = 9,
            CLK_DOWN_LEAVE = 10, CLK_NEXT_NORM = 11, CLK_END = 12, CLK_SLOTS = 16;

@@ -3,11 +3,12 @@
 // (vk::FusedClock, per workgroup and layer), read after each decoded token
 // and reported as one layer's timeline: when its workgroups reach each step's
 // edge, counted from the dispatch's first start. The stamps go to device
-// memory (a write to host memory before a memory barrier would wait for it).
-#include <vector>
+// memory and are copied back (stamps written across the bus would lengthen
+// the steps they time).
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "engine/vulkan/vk_moe_fused.h"
 #include "engine/vulkan/vk_runtime.h"

@@ -139,9 +139,9 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });
   const uint32_t fused_grid = vk::moe_fused_grid(ctx_->info());
   if (std::getenv("VKMOE_FUSED_CLOCKS") && !vk::env_off("VKMOE_FUSED_CLOCKS") && c_.is_moe() && !offload_) {
-    if (!ctx_->info().device_clock || fused_grid == 0)
+    if (!ctx_->info().device_clock || fused_grid == 0) {
       std::fprintf(stderr, "warning: VKMOE_FUSED_CLOCKS: this device has no shader device clock or no fused grid\n");
-    else {
+    } else {
       fused_clocks_ = std::make_unique<FusedClocks>(*ctx_, uint32_t(c_.n_layer), fused_grid);
       prog_->set_fused_clocks(&fused_clocks_->buffer(), fused_grid);
     }

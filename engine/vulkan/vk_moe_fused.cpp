@@ -230,12 +230,10 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
        lanes[3]});
   // Bindings a step does not use hold x in their place.
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
-  std::vector<BufferRange> bind = {a.x,        a.ffn_norm, a.router_w,        a.gate,
-                                   a.up,       a.down,     a.logits,          a.h,
-                                   a.ids,      a.weights,  a.counters,        or_x(a.next_norm),
-                                   a.next_qkv ? a.x : or_x(a.xn), a.flags, or_x(o.att), or_x(o.w),
-                                   or_x(n.wq), or_x(n.wk), or_x(n.wv),        or_x(n.q),
-                                   or_x(n.k),  or_x(n.v)};
+  std::vector<BufferRange> bind = {
+      a.x,         a.ffn_norm, a.router_w, a.gate,     a.up,       a.down,     a.logits,  a.h,
+      a.ids,       a.weights,  a.counters, or_x(a.next_norm), a.next_qkv ? a.x : or_x(a.xn), a.flags,
+      or_x(o.att), or_x(o.w),  or_x(n.wq), or_x(n.wk), or_x(n.wv), or_x(n.q),  or_x(n.k), or_x(n.v)};
   if (clocks) bind.push_back(a.clocks);
   rec.dispatch(p, bind, &push, sizeof push, grid);
 }
