@@ -77,13 +77,25 @@ struct CoopMat2Properties {
 };
 using PfnCoopMat2Flexible = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopMat2FlexibleDimensions*);
 
+// s (a features or properties struct with its sType set) filled in alone.
+template <class T>
+T query_features(VkPhysicalDevice phys, T s) {
+  VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  g2.pNext = &s;
+  vkGetPhysicalDeviceFeatures2(phys, &g2);
+  return s;
+}
+template <class T>
+T query_properties(VkPhysicalDevice phys, T s) {
+  VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  q2.pNext = &s;
+  vkGetPhysicalDeviceProperties2(phys, &q2);
+  return s;
+}
+
 // The features the cm2 GEMM needs (queried; also what is enabled).
 CoopMat2Features query_coopmat2_features(VkPhysicalDevice phys) {
-  CoopMat2Features f{kStypeCoopMat2Features, nullptr, 0, 0, 0, 0, 0, 0, 0};
-  VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  g2.pNext = &f;
-  vkGetPhysicalDeviceFeatures2(phys, &g2);
-  return f;
+  return query_features(phys, CoopMat2Features{kStypeCoopMat2Features, nullptr, 0, 0, 0, 0, 0, 0, 0});
 }
 
 std::vector<VkExtensionProperties> device_extensions(VkPhysicalDevice phys) {
@@ -250,16 +262,12 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
   d.subgroup_clustered = sg_compute && (sg.supportedOperations & VK_SUBGROUP_FEATURE_CLUSTERED_BIT);
   d.max_allocation_bytes = m3.maxMemoryAllocationSize;
   if (has_extension(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) {
-    VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
-    VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-    q2.pNext = &sm;
-    vkGetPhysicalDeviceProperties2(phys, &q2);
-    d.compute_units = sm.shaderSMCount;
+    d.compute_units = query_properties(phys, VkPhysicalDeviceShaderSMBuiltinsPropertiesNV{
+                                                 VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV})
+                          .shaderSMCount;
   } else if (has_extension(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME)) {
-    VkPhysicalDeviceShaderCorePropertiesAMD cp{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
-    VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-    q2.pNext = &cp;
-    vkGetPhysicalDeviceProperties2(phys, &q2);
+    const auto cp = query_properties(
+        phys, VkPhysicalDeviceShaderCorePropertiesAMD{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD});
     d.compute_units = cp.shaderEngineCount * cp.shaderArraysPerEngineCount * cp.computeUnitsPerShaderArray;
   }
   if (v12) {
@@ -283,33 +291,24 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
     d.buffer_device_address = f12.bufferDeviceAddress;
     d.vulkan_memory_model = f12.vulkanMemoryModel;
     if (has_extension(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) {
-      VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR idf{
-          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR};
-      VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      g2.pNext = &idf;
-      vkGetPhysicalDeviceFeatures2(phys, &g2);
-      VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR idp{
-          VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR};
-      VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-      q2.pNext = &idp;
-      vkGetPhysicalDeviceProperties2(phys, &q2);
+      const auto idf = query_features(
+          phys, VkPhysicalDeviceShaderIntegerDotProductFeaturesKHR{
+                    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES_KHR});
+      const auto idp = query_properties(
+          phys, VkPhysicalDeviceShaderIntegerDotProductPropertiesKHR{
+                    VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES_KHR});
       d.integer_dot = idf.shaderIntegerDotProduct;
       d.integer_dot_accelerated = d.integer_dot && idp.integerDotProduct4x8BitPackedSignedAccelerated;
     }
-    if (has_extension(exts, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) {
-      VkPhysicalDeviceShaderClockFeaturesKHR cf{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
-      VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      g2.pNext = &cf;
-      vkGetPhysicalDeviceFeatures2(phys, &g2);
-      d.device_clock = cf.shaderDeviceClock;
-    }
+    if (has_extension(exts, VK_KHR_SHADER_CLOCK_EXTENSION_NAME))
+      d.device_clock = query_features(phys, VkPhysicalDeviceShaderClockFeaturesKHR{
+                                                VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR})
+                           .shaderDeviceClock;
     const auto coopmat_props = reinterpret_cast<PfnCoopMatProperties>(
         vkGetInstanceProcAddr(inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
     if (has_extension(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME) && coopmat_props) {
-      VkPhysicalDeviceCooperativeMatrixFeaturesKHR cmf{kStypeCoopMatFeatures};
-      VkPhysicalDeviceFeatures2 g2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-      g2.pNext = &cmf;
-      vkGetPhysicalDeviceFeatures2(phys, &g2);
+      const auto cmf =
+          query_features(phys, VkPhysicalDeviceCooperativeMatrixFeaturesKHR{kStypeCoopMatFeatures});
       uint32_t n = 0;
       if (cmf.cooperativeMatrix && coopmat_props(phys, &n, nullptr) == VK_SUCCESS && n > 0) {
         std::vector<VkCooperativeMatrixPropertiesKHR> props(n, VkCooperativeMatrixPropertiesKHR{kStypeCoopMatProperties});
@@ -330,10 +329,8 @@ DeviceInfo describe_device(VkInstance inst, VkPhysicalDevice phys, int index) {
     if (d.cooperative_matrix && has_extension(exts, kCoopMat2Extension) && flexible && f12.bufferDeviceAddress &&
         f12.vulkanMemoryModel) {
       const CoopMat2Features f = query_coopmat2_features(phys);
-      CoopMat2Properties cp{kStypeCoopMat2Properties, nullptr, 0, 0, 0};
-      VkPhysicalDeviceProperties2 q2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-      q2.pNext = &cp;
-      vkGetPhysicalDeviceProperties2(phys, &q2);
+      const CoopMat2Properties cp =
+          query_properties(phys, CoopMat2Properties{kStypeCoopMat2Properties, nullptr, 0, 0, 0});
       uint32_t n = 0;
       if (f.workgroup_scope && f.flexible_dimensions && f.tensor_addressing && f.block_loads &&
           f.per_element_operations && flexible(phys, &n, nullptr) == VK_SUCCESS && n > 0) {
