@@ -135,12 +135,13 @@ shared bool is_last;
 
 #include "glu.glsl"
 
-// The sum over aligned groups of L lanes (L: a power of 2, <= subgroup size).
-uint sum_over_lanes_u(uint v, uint L) {
+// The sum over a group of L lanes (L: a power of 2, <= subgroup size).
+float sum_over_lanes(float v, uint L) {
   for (uint o = L / 2; o > 0; o >>= 1) v += subgroupShuffleXor(v, o);
   return v;
 }
-#define TK_SUM_LANES(v, P) sum_over_lanes_u(v, P)
+// The top-k's rank counts (< 2^24: exact in float).
+#define TK_SUM_LANES(v, P) uint(sum_over_lanes(float(v), P))
 #define SUBGROUP 1
 #define TK_WG_MAX 512
 #define TK_N_EXPERT p.n_expert
@@ -205,12 +206,6 @@ void grid_barrier(uint n, uint arrive, uint leave) {
   stamp(leave);
   barrier();
   memoryBarrierBuffer();
-}
-
-// The sum over a group of L lanes (L: a power of 2, <= subgroup size).
-float sum_over_lanes(float v, uint L) {
-  for (uint o = L / 2; o > 0; o >>= 1) v += subgroupShuffleXor(v, o);
-  return v;
 }
 
 // The sum over the workgroup, in every invocation (the subgroups' sums added

@@ -145,29 +145,26 @@ bool route_topk_by_logit(uint base) {
   const float l = t < TK_N_EXPERT ? no_nan(TK_LOGIT(base + t)) : NEG_INF;
   lv[t] = l;
   barrier();
+  // P invocations per expert e, each comparing every P-th other expert (P = 1
+  // without TK_SUM_LANES).
 #ifdef TK_SUM_LANES
-  // P invocations per expert e, each comparing every P-th other expert.
-  const uint P = min(gl_SubgroupSize, 1u << findMSB(max(1u, TK_WG / TK_N_EXPERT))), e = t / P;
+  const uint P = min(gl_SubgroupSize, 1u << findMSB(max(1u, TK_WG / TK_N_EXPERT)));
+#else
+  const uint P = 1;
+#endif
+  const uint e = t / P;
   uint rank = 0;
   if (e < TK_N_EXPERT) {
     const float le = lv[e];
     for (uint o = t % P; o < TK_N_EXPERT; o += P) rank += better(lv[o], o, le, e) ? 1u : 0u;
   }
+#ifdef TK_SUM_LANES
   rank = TK_SUM_LANES(rank, P);
+#endif
   if (e < TK_N_EXPERT && t % P == 0 && rank < TK_K) {
     TK_SET_ID(rank, e);
     pw[rank] = lv[e];
   }
-#else
-  if (t < TK_N_EXPERT) {
-    uint rank = 0;
-    for (uint o = 0; o < TK_N_EXPERT; ++o) rank += better(lv[o], o, l, t) ? 1u : 0u;
-    if (rank < TK_K) {
-      TK_SET_ID(rank, t);
-      pw[rank] = l;
-    }
-  }
-#endif
   barrier();
   // pw[0] is the largest logit of all; a normalized softmax's sum over all
   // experts cannot change its weights, so none is passed.

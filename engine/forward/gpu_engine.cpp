@@ -138,7 +138,7 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
   prog_ = std::make_unique<LayerProgram>(m, w_, *act_, *ops_, kv_type_,
                                          [this](vk::Recorder& r, const char* label) { mark(r, label); });
   const uint32_t fused_grid = vk::moe_fused_grid(ctx_->info());
-  if (std::getenv("VKMOE_FUSED_CLOCKS") && !vk::env_off("VKMOE_FUSED_CLOCKS") && c_.is_moe() && !offload_) {
+  if (vk::env_on("VKMOE_FUSED_CLOCKS") && c_.is_moe() && !offload_) {
     if (!ctx_->info().device_clock || fused_grid == 0) {
       std::fprintf(stderr, "warning: VKMOE_FUSED_CLOCKS: this device has no shader device clock or no fused grid\n");
     } else {
