@@ -44,8 +44,11 @@ layout(push_constant) uniform Push {
   uint ncols, nrows, n_tokens, w_offset;
   uint x_offset, x_stride, y_offset, y_stride;
   uint accumulate, expert_stride, n_experts, gather_x;
-  uint count_off, tile_expert_off, slot_token_off, unused;
+  uint count_off, tile_expert_off, slot_token_off, y_pair_off;  // y_pair_off: moe_y_row.glsl
 } p;
+#if INDEXED
+#include "moe_y_row.glsl"
+#endif
 
 const uint MAX_CH = 4;  // weight / activation chunks per thread
 const uint MAX_T = 8;   // TM, TN
@@ -147,11 +150,13 @@ void main() {
     if (j >= TN) continue;
     const uint n = n0 + 4 * ((j / 4) * (BN / TN) + tx) + j % 4;
 #if INDEXED
-    if (table[p.slot_token_off + n] < 0) continue;
+    const int yr = moe_y_row(n);
+    if (yr < 0) continue;
+    const uint yb = p.y_offset + uint(yr) * p.y_stride;
 #else
     if (n >= p.n_tokens) continue;
-#endif
     const uint yb = p.y_offset + n * p.y_stride;
+#endif
     [[unroll]] for (uint i = 0; i < MAX_T; ++i) {
       const uint r = m0 + 4 * ((i / 4) * (BM / TM) + ty) + i % 4;
       if (i < TM && r < p.nrows) {

@@ -11,6 +11,7 @@
 // Specialization: 0 = workgroup size, 1 = BM weight rows, 2 = BN tokens,
 // 3 = BK columns per step.
 // The weights binding starts at the matrix (or expert 0).
+#extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
@@ -72,8 +73,11 @@ layout(push_constant) uniform Push {
   uint ncols, nrows, n_tokens, row_blocks;  // row_blocks: blocks (elements for float types) per weight row
   uint y_offset, y_stride, accumulate;      // floats
   uint expert_blocks, n_experts;            // expert stride in blocks
-  uint count_off, tile_expert_off, slot_token_off;
+  uint count_off, tile_expert_off, slot_token_off, y_pair_off;  // y_pair_off: moe_y_row.glsl
 } p;
+#if INDEXED
+#include "moe_y_row.glsl"
+#endif
 
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer RefF32 { float v; };
 layout(buffer_reference, std430, buffer_reference_align = 2) buffer RefBF16 { uint16_t v; };
@@ -223,15 +227,15 @@ void store_scales() {
 #endif
 
 #if INDEXED
-shared int toks[BN];  // token of each slot of the tile (-1: padding)
+shared int y_rows[BN];  // output row of each slot of the tile (-1: padding)
 shared bool in_upper_half;  // a token in slots BN / 2 ..
 uint slot0;
 
 // Stores one result element (r: weight row, c: slot within the tile) unless its slot is padding.
 float store_y(const in uint r, const in uint c, const in float e, const in uint row0) {
   const uint row = row0 + r;
-  if (row < p.nrows && toks[c] >= 0) {
-    const uint i = p.y_offset + (slot0 + c) * p.y_stride + row;
+  if (row < p.nrows && y_rows[c] >= 0) {
+    const uint i = p.y_offset + uint(y_rows[c]) * p.y_stride + row;
     y[i] = p.accumulate != 0 ? y[i] + e : e;
   }
   return e;
@@ -275,8 +279,8 @@ void main() {
   if (gl_LocalInvocationIndex == 0) in_upper_half = false;
   barrier();
   for (uint i = gl_LocalInvocationIndex; i < BN; i += gl_WorkGroupSize.x) {
-    toks[i] = table[p.slot_token_off + slot0 + i];
-    if (i >= BN / 2 && toks[i] >= 0) in_upper_half = true;
+    y_rows[i] = moe_y_row(slot0 + i);
+    if (i >= BN / 2 && y_rows[i] >= 0) in_upper_half = true;
   }
   barrier();
 #else

@@ -140,11 +140,14 @@ layout(push_constant) uniform Push {
   uint x_offset, x_stride, y_offset, y_stride;
   uint accumulate, x_vec4;  // x_vec4: x_offset and x_stride are multiples of 4
   uint expert_stride, n_experts, gather_x;
-  uint count_off, tile_expert_off, slot_token_off;
+  uint count_off, tile_expert_off, slot_token_off, y_pair_off;  // y_pair_off: moe_y_row.glsl
   uint k_split, split_stride;  // split-K: columns per workgroup z (0: all), floats between z's partial planes
   uint glu_act;                // GLU: the activation (glu.glsl)
   uint y_vec4;                 // y_offset, y_stride and split_stride are multiples of 4
 } p;
+#if INDEXED
+#include "moe_y_row.glsl"
+#endif
 
 shared f16vec4 sa[NBUF * BM * SROW];
 shared f16vec4 sb[NBUF * BN * SROW];
@@ -308,12 +311,15 @@ void store_frag(ACC c, uint rt, uint j) {
   for (uint e = 4 * lane; e < TM * TN; e += 4 * SG) {
     const uint r = row0 + rt + e % TM, n = col0 + wn * WN + j * TN + e / TM;
 #if INDEXED
-    const bool col_ok = table[p.slot_token_off + n] >= 0;
+    const int yr = moe_y_row(n);
+    const bool col_ok = yr >= 0;
+    const uint y_col = uint(yr);
 #else
     const bool col_ok = n < p.n_tokens;
+    const uint y_col = n;
 #endif
     if (!col_ok || r >= p.nrows) continue;
-    const uint yi = p.y_offset + gl_WorkGroupID.z * p.split_stride + n * p.y_stride + r, so = warp * TM * TN + e;
+    const uint yi = p.y_offset + gl_WorkGroupID.z * p.split_stride + y_col * p.y_stride + r, so = warp * TM * TN + e;
 #if Y_F16  // GLU: no accumulation
     if (p.y_vec4 != 0 && r + 3 < p.nrows) {
       yh4[yi / 4] = f16vec4(sout[so], sout[so + 1], sout[so + 2], sout[so + 3]);

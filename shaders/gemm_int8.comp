@@ -79,8 +79,11 @@ layout(push_constant) uniform Push {
   uint ncols, nrows, n_tokens, w_offset;  // w_offset, expert_stride: weight units (2 or 4 bytes)
   uint y_offset, y_stride, accumulate, ds_offset;  // ds_offset: vec2 index of the scratch scales
   uint expert_stride, n_experts, count_off, tile_expert_off;
-  uint slot_token_off, gather_x;
+  uint slot_token_off, gather_x, y_pair_off;  // y_pair_off: moe_y_row.glsl
 } p;
+#if INDEXED
+#include "moe_y_row.glsl"
+#endif
 
 // Rows padded by one entry to spread the per-row accesses over the banks.
 const uint SW_STRIDE = BK * 2 + 1, SWD_STRIDE = BK + 1;
@@ -243,14 +246,17 @@ void main() {
   [[unroll]] for (uint j = 0; j < TN; ++j) {
     const uint col = col0 + tc + 8 * j;
 #if INDEXED
-    if (table[p.slot_token_off + col] < 0) continue;
+    const int yr = moe_y_row(col);
+    if (yr < 0) continue;
+    const uint y_col = uint(yr);
 #else
     if (col >= p.n_tokens) continue;
+    const uint y_col = col;
 #endif
     [[unroll]] for (uint i = 0; i < TM; ++i) {
       const uint row = row0 + tr + ROW_THREADS * i;
       if (row < p.nrows) {
-        const uint yi = p.y_offset + col * p.y_stride + row;
+        const uint yi = p.y_offset + y_col * p.y_stride + row;
         y[yi] = p.accumulate != 0 ? y[yi] + acc[i][j] : acc[i][j];
       }
     }

@@ -1,6 +1,7 @@
 #version 450
 // MoE combine over a ubatch: x[t*x_stride + i] += sum_j w[t*k + j] *
-// y[slot(t, j)*y_stride + i], j ascending, pairs with MOE_NO_SLOT skipped.
+// y[(t*k + j)*y_stride + i] (y by routing pair), j ascending, pairs without a
+// slot (MOE_NO_SLOT: not on this pass) skipped.
 // Workgroups: x over i (WG columns each), y over tokens.
 // NORM: one workgroup per token, its whole row (n, strides multiples of 4),
 // which then also writes xn = rmsnorm(x) * norm_w at x's offset and stride
@@ -28,7 +29,7 @@ layout(std430, binding = 6) buffer F { uint first_bad; };
 layout(std430, binding = 7) writeonly buffer H4 { f16vec4 h4[]; };
 layout(push_constant) uniform P { MoeLayout lay; uint n, y_stride, x_stride; float eps; uint check, has_h; } p;
 #include "reduce.glsl"
-shared uint pair_slot[64];  // k <= 64
+shared bool pair_on[64];  // k <= 64
 shared float pair_w[64];
 
 void main() {
@@ -36,16 +37,16 @@ void main() {
   const MoeLayout L = p.lay;
   if (t < L.k) {
     const uint q = tok * L.k + t;
-    pair_slot[t] = moe_table[moe_pair_slot_idx(L, q)];
+    pair_on[t] = moe_table[moe_pair_slot_idx(L, q)] != MOE_NO_SLOT;
     pair_w[t] = w[q];
   }
   barrier();
-  const uint n4 = p.n / 4, xb = tok * p.x_stride / 4, ys = p.y_stride / 4;
+  const uint n4 = p.n / 4, xb = tok * p.x_stride / 4, ys = p.y_stride / 4, yb = tok * L.k * ys;
   float ss = 0.0;
   for (uint i = t; i < n4; i += WG) {
     vec4 acc = x4[xb + i];
     for (uint j = 0; j < L.k; ++j)
-      if (pair_slot[j] != MOE_NO_SLOT) acc += pair_w[j] * y4[pair_slot[j] * ys + i];
+      if (pair_on[j]) acc += pair_w[j] * y4[yb + j * ys + i];
     x4[xb + i] = acc;
     const vec4 s = acc * acc;
     ss += (s.x + s.y) + (s.z + s.w);
@@ -71,8 +72,8 @@ void main() {
   const MoeLayout L = p.lay;
   float acc = x[tok * p.x_stride + i];
   for (uint j = 0; j < L.k; ++j) {
-    const uint q = tok * L.k + j, s = moe_table[moe_pair_slot_idx(L, q)];
-    if (s != MOE_NO_SLOT) acc += w[q] * y[s * p.y_stride + i];
+    const uint q = tok * L.k + j;
+    if (moe_table[moe_pair_slot_idx(L, q)] != MOE_NO_SLOT) acc += w[q] * y[q * p.y_stride + i];
   }
   x[tok * p.x_stride + i] = acc;
 }

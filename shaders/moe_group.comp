@@ -3,7 +3,7 @@
 // moe_table.glsl), in one workgroup: per-expert counts by shared atomics
 // (the slot order within an expert is therefore arbitrary), an exclusive
 // prefix sum of the counts padded to MOE_TILE_ROWS, then every pair's slot,
-// every slot's token (-1 for padding), every tile's expert (-1 past the
+// every slot's token and pair (-1 for padding), every tile's expert (-1 past the
 // used tiles, up to max_tiles) and the number of used tiles.
 // Pairs with an id outside [0, n_expert) get MOE_NO_SLOT.
 // The workgroup is as large as the device allows (a power of two, 256..1024):
@@ -79,7 +79,10 @@ void main() {
     const uint rank = moe_table[moe_pair_slot_idx(L, q)];
     if (rank == MOE_NO_SLOT) continue;
     const uint s = start[ids[q]] + rank;
-    if (s < max_slots) moe_table[moe_slot_token_idx(L, s)] = q / L.k;
+    if (s < max_slots) {
+      moe_table[moe_slot_token_idx(L, s)] = q / L.k;
+      moe_table[moe_slot_pair_idx(L, s)] = q;
+    }
     moe_table[moe_pair_slot_idx(L, q)] = s < max_slots ? s : MOE_NO_SLOT;
   }
   for (uint s = t; s < max_slots; s += WG) {
@@ -88,7 +91,10 @@ void main() {
       const uint e = owner(s);
       pad = s - start[e] >= cnt[e];
     }
-    if (pad) moe_table[moe_slot_token_idx(L, s)] = 0xffffffffu;  // int -1
+    if (pad) {
+      moe_table[moe_slot_token_idx(L, s)] = 0xffffffffu;  // int -1
+      moe_table[moe_slot_pair_idx(L, s)] = 0xffffffffu;
+    }
   }
   for (uint i = t; i < L.max_tiles; i += WG)
     moe_table[moe_tile_expert_idx(L, i)] = i < used ? owner(i * MOE_TILE_ROWS) : 0xffffffffu;

@@ -190,25 +190,29 @@ void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols
 // marked expert -1 (skipped), max_tiles from MoeTableLayout.
 std::vector<uint32_t> random_table(std::mt19937& rng, const MoeTableLayout& L, uint32_t n_experts) {
   std::vector<uint32_t> words(L.words, 0);
-  std::vector<std::vector<uint32_t>> per_expert(n_experts);
+  std::vector<std::vector<uint32_t>> per_expert(n_experts);  // routing pairs t*k + j
   std::vector<uint32_t> experts(n_experts);
   for (uint32_t e = 0; e < n_experts; ++e) experts[e] = e;
   for (uint32_t t = 0; t < L.n_tokens; ++t) {
     std::shuffle(experts.begin(), experts.end(), rng);
-    for (uint32_t j = 0; j < L.k; ++j) per_expert[experts[j]].push_back(t);
+    for (uint32_t j = 0; j < L.k; ++j) per_expert[experts[j]].push_back(t * L.k + j);
   }
-  for (uint32_t s = 0; s < L.max_slots(); ++s) words[L.slot_token_off + s] = uint32_t(-1);
+  for (uint32_t s = 0; s < L.max_slots(); ++s) words[L.slot_token_off + s] = words[L.slot_pair_off + s] = uint32_t(-1);
   for (uint32_t i = 0; i < L.max_tiles; ++i) words[L.tile_expert_off + i] = uint32_t(-1);
+  auto set_slot = [&](uint32_t s, uint32_t pair) {
+    words[L.slot_token_off + s] = pair / L.k;
+    words[L.slot_pair_off + s] = pair;
+  };
   uint32_t tile = 0;
   for (uint32_t e = 0; e < n_experts; ++e) {
     for (size_t i = 0; i < per_expert[e].size(); i += kMoeTileRows, ++tile) {
       words[L.tile_expert_off + tile] = e;
       for (size_t j = i; j < std::min(per_expert[e].size(), i + kMoeTileRows); ++j)
-        words[L.slot_token_off + tile * kMoeTileRows + (j - i)] = per_expert[e][j];
+        set_slot(tile * kMoeTileRows + uint32_t(j - i), per_expert[e][j]);
     }
     if (e == 0) {
-      // A skipped tile whose slots name real tokens.
-      for (uint32_t j = 0; j < kMoeTileRows; ++j) words[L.slot_token_off + tile * kMoeTileRows + j] = j % L.n_tokens;
+      // A skipped tile whose slots name real tokens and pairs.
+      for (uint32_t j = 0; j < kMoeTileRows; ++j) set_slot(tile * kMoeTileRows + j, (j % L.n_tokens) * L.k);
       ++tile;
     }
   }
@@ -242,22 +246,23 @@ std::vector<uint8_t> expert_bytes(const std::vector<test::QMatrix>& ms, uint32_t
 
 // How an expert-grouped case runs: gather_x: x rows by token (else by slot);
 // glu_act >= 0: the gate/up form, y = glu(W x, U x) with random up weights U;
-// x_f16: activation rows in f16; y_f16: the gate/up form writes f16 rows (KHR path).
+// x_f16: activation rows in f16; y_f16: the gate/up form writes f16 rows (KHR path);
+// by_pair: y rows by routing pair (the down product's, GemmIdsArgs::y_by_pair).
 struct IdsCase {
   bool gather_x = false, accumulate = false;
   int glu_act = -1;
-  bool x_f16 = false, y_f16 = false;
+  bool x_f16 = false, y_f16 = false, by_pair = false;
 };
 
 void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
                uint32_t n_experts, IdsCase c) {
-  const auto [gather_x, accumulate, glu_act, x_f16, y_f16] = c;
+  const auto [gather_x, accumulate, glu_act, x_f16, y_f16, by_pair] = c;
   Context& ctx = test::shared_context();
   SCOPED_TRACE(std::string(type_name(t)) + " ids " + std::to_string(ncols) + "x" + std::to_string(nrows) +
                " tokens " + std::to_string(n_tokens) + " k " + std::to_string(k) + " experts " +
                std::to_string(n_experts) + (gather_x ? " gather" : "") + (accumulate ? " accumulate" : "") +
                (glu_act >= 0 ? " gate/up act " + std::to_string(glu_act) : "") + (x_f16 ? " f16 x" : "") +
-               (y_f16 ? " f16 y" : ""));
+               (y_f16 ? " f16 y" : "") + (by_pair ? " y by pair" : ""));
   std::vector<test::QMatrix> ms, us;
   for (uint32_t e = 0; e < n_experts; ++e) ms.push_back(test::quantized_matrix(rng, t, ncols, nrows));
   if (glu_act >= 0)
@@ -275,7 +280,8 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   const bool vec4_x = path.cm2 || x_f16;
   const uint32_t x_off = vec4_x ? 8 : 5, x_stride = ncols + (vec4_x ? 4 : 3), y_off = 8,
                  y_stride = (nrows + 3) / 4 * 4 + 4;  // vec4 rows (nrows may end inside one)
-  std::vector<float> x(x_off + size_t(x_rows) * x_stride), y0(y_off + size_t(L.max_slots()) * y_stride);
+  const uint32_t y_rows = by_pair ? L.pairs() : L.max_slots();
+  std::vector<float> x(x_off + size_t(x_rows) * x_stride), y0(y_off + size_t(y_rows) * y_stride);
   for (auto& v : x) v = nd(rng);
   for (auto& v : y0) v = y_f16 ? fp16_to_fp32(fp32_to_fp16(nd(rng))) : nd(rng);  // f16 rows: representable values
   Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"),
@@ -302,6 +308,7 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   a.expert_stride = expert_stride;
   a.n_experts = n_experts;
   a.gather_x = gather_x;
+  a.y_by_pair = by_pair;
   Buffer sb = ctx.create_buffer(gemm_scratch_bytes(ncols, L.max_slots()), MemoryKind::Device, "scratch");
   a.scratch = BufferRange(sb);
   Buffer ub;
@@ -324,16 +331,17 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
     ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
   }
   const uint32_t used = table[L.count_off];
+  std::vector<bool> written(y_rows, false);
   for (uint32_t s = 0; s < L.max_slots(); ++s) {
     const uint32_t tile = s / kMoeTileRows;
     const int expert = tile < used ? int(table[L.tile_expert_off + tile]) : -1;
     const int token = int(table[L.slot_token_off + s]);
-    const float* ys = y.data() + y_off + size_t(s) * y_stride;
-    const float* y0s = y0.data() + y_off + size_t(s) * y_stride;
-    if (expert < 0 || token < 0) {
-      for (uint32_t r = 0; r < y_stride; ++r) ASSERT_EQ(ys[r], y0s[r]) << "skipped slot " << s << " was modified";
-      continue;
-    }
+    if (expert < 0 || token < 0) continue;
+    const uint32_t row = by_pair ? table[L.slot_pair_off + s] : s;
+    ASSERT_FALSE(written[row]) << "slot " << s << ": y row " << row << " written twice";
+    written[row] = true;
+    const float* ys = y.data() + y_off + size_t(row) * y_stride;
+    const float* y0s = y0.data() + y_off + size_t(row) * y_stride;
     for (uint32_t r = nrows; r < y_stride; ++r) ASSERT_EQ(ys[r], y0s[r]) << "slot " << s << " padding modified";
     const float* xs = x.data() + x_off + size_t(gather_x ? uint32_t(token) : s) * x_stride;
     if (glu_act < 0) {
@@ -349,6 +357,11 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
           << "slot " << s << " row " << r << " gate " << g << " up " << u;
     }
   }
+  for (uint32_t row = 0; row < y_rows; ++row)
+    if (!written[row])
+      for (uint32_t r = 0; r < y_stride; ++r)
+        ASSERT_EQ(y[y_off + size_t(row) * y_stride + r], y0[y_off + size_t(row) * y_stride + r])
+            << "y row " << row << " of no computed slot was modified";
 }
 
 using PathType = std::tuple<const Path*, GgmlType>;
@@ -407,6 +420,7 @@ TEST_P(GemmCoopmat, Indexed) {
     check_ids(path(), rng_, t, 256, 200, 70, 4, 5, {.gather_x = true});
     check_ids(path(), rng_, t, 512, 72, 40, 2, 3, {.accumulate = true});
     check_ids(path(), rng_, t, 256, 70, 30, 2, 3, {.gather_x = true, .accumulate = true});
+    check_ids(path(), rng_, t, 512, 72, 40, 2, 3, {.by_pair = true});
   }
 }
 
@@ -447,6 +461,7 @@ TEST_P(GemmCoopmatKhr, F16Rows) {
               {.accumulate = true, .split_k = true, .aligned_y = true, .x_f16 = true});
   check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, {.gather_x = true, .x_f16 = true});
   check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, {.accumulate = true, .x_f16 = true});
+  check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, {.x_f16 = true, .by_pair = true});  // the down product's form
   check_ids(kCoopmat, rng, t, 256, 200, 70, 4, 5, {.gather_x = true, .glu_act = 0, .y_f16 = true});
   check_ids(kCoopmat, rng, t, 512, 72, 40, 2, 3, {.glu_act = 1, .y_f16 = true});
 }

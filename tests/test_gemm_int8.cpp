@@ -196,7 +196,8 @@ TEST_P(GemmInt8, Dense) {
 
 // Expert-grouped product over a host-built MoeTable: k = 4 of 6 experts per
 // token, padded tiles, a tile with expert -1 and stale tiles past the used
-// count (all must leave y alone), activations gathered per token and per slot.
+// count (all must leave y alone), activations gathered per token and per slot,
+// outputs per slot and per routing pair (the down product's, y_by_pair).
 TEST_P(GemmInt8, Indexed) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = GetParam();
@@ -211,9 +212,10 @@ TEST_P(GemmInt8, Indexed) {
 
   bool accumulate = false;
   for (uint32_t n_tokens : kTokenCounts) {
-    for (bool gather_x : {true, false}) {
+    for (const auto [gather_x, by_pair] : {std::pair{true, false}, {false, false}, {false, true}}) {
       SCOPED_TRACE(std::string(type_name(t)) + " n_tokens=" + std::to_string(n_tokens) +
-                   (gather_x ? " gathered x" : " slot x") + (accumulate ? " accumulate" : ""));
+                   (gather_x ? " gathered x" : " slot x") + (by_pair ? " y by pair" : "") +
+                   (accumulate ? " accumulate" : ""));
       // Routing: k distinct experts per token, grouped into tiles of kMoeTileRows slots.
       const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts);
       std::vector<int32_t> table(L.words, 0);
@@ -224,7 +226,10 @@ TEST_P(GemmInt8, Indexed) {
         std::shuffle(es.begin(), es.end(), rng_);
         for (uint32_t j = 0; j < k; ++j) by_expert[es[j]].push_back({tok, j});
       }
-      for (uint32_t s = 0; s < L.max_slots(); ++s) table[L.slot_token_off + s] = int32_t(rng_() % n_tokens);
+      for (uint32_t s = 0; s < L.max_slots(); ++s) {
+        table[L.slot_token_off + s] = int32_t(rng_() % n_tokens);
+        table[L.slot_pair_off + s] = int32_t(rng_() % L.pairs());
+      }
       for (uint32_t i = 0; i < L.max_tiles; ++i) table[L.tile_expert_off + i] = int32_t(rng_() % n_experts);
       std::vector<int32_t> slot_expert(L.max_slots(), -1);  // expert computing each slot, -1 = none
       uint32_t tiles = 0;
@@ -237,10 +242,11 @@ TEST_P(GemmInt8, Indexed) {
             if (p0 + i < pairs.size()) {
               const auto [tok, j] = pairs[p0 + i];
               table[L.slot_token_off + s] = int32_t(tok);
+              table[L.slot_pair_off + s] = int32_t(tok * k + j);
               table[L.pair_slot_off + tok * k + j] = int32_t(s);
               slot_expert[s] = int32_t(e);
             } else {
-              table[L.slot_token_off + s] = -1;
+              table[L.slot_token_off + s] = table[L.slot_pair_off + s] = -1;
             }
           }
         }
@@ -252,7 +258,8 @@ TEST_P(GemmInt8, Indexed) {
       const uint32_t x_rows = gather_x ? n_tokens : L.max_slots();
       const uint32_t x_off = 5, x_stride = ncols + 1, y_off = 2, y_stride = nrows + 6;
       const std::vector<float> x = random_x(rng_, x_off + size_t(x_stride) * x_rows);
-      const std::vector<float> y0 = random_x(rng_, y_off + size_t(y_stride) * L.max_slots() + 3);
+      const uint32_t y_rows = by_pair ? L.pairs() : L.max_slots();
+      const std::vector<float> y0 = random_x(rng_, y_off + size_t(y_stride) * y_rows + 3);
       Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
       Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
       Buffer tb = ctx.create_buffer(L.bytes(), MemoryKind::Device, "table");
@@ -280,6 +287,7 @@ TEST_P(GemmInt8, Indexed) {
       a.expert_stride = stride;
       a.n_experts = n_experts;
       a.gather_x = gather_x;
+      a.y_by_pair = by_pair;
       Recorder rec(ctx);
       rec.begin();
       record_gemm_int8(rec, a, &a);
@@ -296,7 +304,8 @@ TEST_P(GemmInt8, Indexed) {
         check_quantized_row(qx, xr, xs);
         const test::QMatrix& m = experts[slot_expert[s]];
         for (uint32_t r = 0; r < nrows; ++r) {
-          const size_t yi = y_off + size_t(s) * y_stride + r;
+          const size_t yi = y_off + size_t(by_pair ? uint32_t(table[L.slot_pair_off + s]) : s) * y_stride + r;
+          ASSERT_FALSE(written[yi]) << "slot " << s << " row " << r << " written twice";
           written[yi] = true;
           const std::string where = "slot " + std::to_string(s) + " row " + std::to_string(r);
           check_output(y[yi], accumulate ? y0[yi] : 0.0, m.deq.data() + size_t(r) * ncols, xs, qx, xr, ncols,

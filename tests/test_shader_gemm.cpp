@@ -123,14 +123,15 @@ void check_dense(std::mt19937& rng, GgmlType t, const DenseCase& c) {
 
 // A MoeTable built on the host: tokens routed to k random distinct experts
 // among the first n_used of n_experts; each expert's slots padded to whole
-// tiles (-1 tokens); one extra tile with expert -1 (skipped although its slots
-// name tokens) and, past the used count, tiles that must not run.
+// tiles (-1 tokens and pairs); one extra tile with expert -1 (skipped although
+// its slots name tokens and pairs) and, past the used count, tiles that must not run.
 struct HostTable {
   MoeTableLayout layout;
   std::vector<uint32_t> words;
   uint32_t used_tiles = 0;
   int32_t tile_expert(uint32_t i) const { return int32_t(words[layout.tile_expert_off + i]); }
   int32_t slot_token(uint32_t s) const { return int32_t(words[layout.slot_token_off + s]); }
+  int32_t slot_pair(uint32_t s) const { return int32_t(words[layout.slot_pair_off + s]); }
 };
 
 HostTable build_table(std::mt19937& rng, uint32_t n_tokens, uint32_t k, uint32_t n_experts, uint32_t n_used) {
@@ -146,37 +147,43 @@ HostTable build_table(std::mt19937& rng, uint32_t n_tokens, uint32_t k, uint32_t
     for (uint32_t j = 0; j < k; ++j) by_expert[experts[j]].push_back(tok * k + j);
   }
   uint32_t tile = 0;
-  auto add_tile = [&](int32_t expert, const std::vector<int32_t>& tokens) {
+  auto add_tile = [&](int32_t expert, const std::vector<int32_t>& tile_pairs) {
     h.words[l.tile_expert_off + tile] = uint32_t(expert);
-    for (uint32_t s = 0; s < kMoeTileRows; ++s)
-      h.words[l.slot_token_off + tile * kMoeTileRows + s] = uint32_t(s < tokens.size() ? tokens[s] : -1);
+    for (uint32_t s = 0; s < kMoeTileRows; ++s) {
+      const int32_t q = s < tile_pairs.size() ? tile_pairs[s] : -1;
+      h.words[l.slot_token_off + tile * kMoeTileRows + s] = uint32_t(q < 0 ? -1 : q / int32_t(k));
+      h.words[l.slot_pair_off + tile * kMoeTileRows + s] = uint32_t(q);
+    }
     ++tile;
   };
+  const int32_t K = int32_t(k);
   for (uint32_t e = 0; e < n_experts; ++e) {
     const auto& pairs = by_expert[e];
     for (size_t b = 0; b < pairs.size(); b += kMoeTileRows) {
-      std::vector<int32_t> tokens;
+      std::vector<int32_t> tile_pairs;
       for (size_t i = b; i < std::min(pairs.size(), b + kMoeTileRows); ++i) {
-        tokens.push_back(int32_t(pairs[i] / k));
+        tile_pairs.push_back(int32_t(pairs[i]));
         h.words[l.pair_slot_off + pairs[i]] = tile * kMoeTileRows + uint32_t(i - b);
       }
-      add_tile(int32_t(e), tokens);
+      add_tile(int32_t(e), tile_pairs);
     }
-    if (e == 0) add_tile(-1, {0, 1, 2});  // skipped: its slots must stay untouched
+    if (e == 0) add_tile(-1, {0, K, 2 * K});  // skipped: its slots' rows must stay untouched
   }
   h.used_tiles = tile;
   h.words[l.count_off] = tile;
   EXPECT_LE(tile, l.max_tiles);
   // Tiles past the count hold a valid-looking expert and tokens: must not run.
-  while (tile < l.max_tiles) add_tile(0, {0, 1});
+  while (tile < l.max_tiles) add_tile(0, {0, K});
   return h;
 }
 
 void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
-               bool gather_x, bool accumulate, GemmPath path = GemmPath::Tiled, bool packed = false) {
+               bool gather_x, bool accumulate, GemmPath path = GemmPath::Tiled, bool packed = false,
+               bool by_pair = false) {
   SCOPED_TRACE(std::string(type_name(t)) + " " + std::to_string(ncols) + "x" + std::to_string(nrows) + " tokens " +
                std::to_string(n_tokens) + " k " + std::to_string(k) + (gather_x ? " gather_x" : " slot x") +
-               (accumulate ? " accumulate" : "") + (packed ? " packed" : "") + " " + gemm_path_name(path));
+               (accumulate ? " accumulate" : "") + (packed ? " packed" : "") + (by_pair ? " y by pair" : "") + " " +
+               gemm_path_name(path));
   Context& ctx = test::shared_context();
   const uint32_t n_experts = 7, n_used = 5;  // experts 5 and 6 receive no tokens
   const HostTable h = build_table(rng, n_tokens, k, n_experts, n_used);
@@ -193,7 +200,8 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
   const uint32_t x_rows = gather_x ? n_tokens : l.max_slots();
   const uint32_t x_off = 4, x_stride = ncols + 4, y_off = 3, y_stride = nrows + 1;
   const std::vector<float> x = random_floats(rng, x_off + size_t(x_stride) * x_rows);
-  const std::vector<float> y0 = random_floats(rng, y_off + size_t(y_stride) * l.max_slots());
+  const uint32_t y_rows = by_pair ? l.pairs() : l.max_slots();
+  const std::vector<float> y0 = random_floats(rng, y_off + size_t(y_stride) * y_rows);
   Buffer xb = ctx.create_buffer(x.size() * 4, MemoryKind::Device, "x");
   Buffer yb = ctx.create_buffer(y0.size() * 4, MemoryKind::Device, "y");
   Buffer tb = ctx.create_buffer(l.bytes() + 64, MemoryKind::Device, "table");
@@ -219,6 +227,7 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
   a.expert_stride = stride;
   a.n_experts = n_experts;
   a.gather_x = gather_x;
+  a.y_by_pair = by_pair;
   Recorder rec(ctx);
   rec.begin();
   record_gemm_ids(rec, a, GemmConfig{path});
@@ -236,7 +245,8 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
       if (tok < 0) continue;
       const float* xs = x.data() + x_off + size_t(gather_x ? uint32_t(tok) : s) * x_stride;
       for (uint32_t r = 0; r < nrows; ++r) {
-        const size_t yi = y_off + size_t(s) * y_stride + r;
+        const size_t yi = y_off + size_t(by_pair ? uint32_t(h.slot_pair(s)) : s) * y_stride + r;
+        ASSERT_FALSE(written[yi]) << "slot " << s << " row " << r << " written twice";
         written[yi] = true;
         ASSERT_TRUE(near_ref(experts[e], r, xs, y[yi], y0[yi], accumulate))
             << "tile " << i << " expert " << e << " slot " << s << " token " << tok << " row " << r;
@@ -276,13 +286,16 @@ TEST_P(ShaderGemm, Dense) {
 }
 
 // Expert-grouped product over a host-built MoeTable: gathered and
-// slot-indexed x, accumulate, row counts that are no multiple of the tile.
+// slot-indexed x, accumulate, row counts that are no multiple of the tile,
+// y by slot and by routing pair (the down product's).
 TEST_P(ShaderGemm, Indexed) {
   SCOPED_TRACE("seed=" + std::to_string(seed_));
   const GgmlType t = GetParam();
   check_ids(rng_, t, 512, 70, 37, 3, true, false);
   check_ids(rng_, t, 256, 70, 21, 4, false, true);
   check_ids(rng_, t, 256, 300, 100, 5, true, true);
+  check_ids(rng_, t, 256, 70, 21, 4, false, false, GemmPath::Tiled, false, true);
+  check_ids(rng_, t, 256, 300, 100, 5, false, true, GemmPath::Tiled, false, true);
 }
 
 // The tiled-only types at their minimum alignment (MXFP4 at odd bytes,

@@ -411,6 +411,7 @@ void check_table(const std::vector<uint32_t>& words, const MoeTableLayout& L, co
   ASSERT_LE(used, L.max_tiles);
   auto tile_group = [&](uint32_t i) { return int32_t(words[L.tile_expert_off + i]); };
   auto slot_token = [&](uint32_t s) { return int32_t(words[L.slot_token_off + s]); };
+  auto slot_pair = [&](uint32_t s) { return int32_t(words[L.slot_pair_off + s]); };
   for (uint32_t i = 0; i < L.max_tiles; ++i) {
     if (i < used) {
       ASSERT_GE(tile_group(i), 0) << "tile " << i;
@@ -418,7 +419,10 @@ void check_table(const std::vector<uint32_t>& words, const MoeTableLayout& L, co
       ASSERT_EQ(tile_group(i), -1) << "unused tile " << i;
     }
   }
-  for (uint32_t s = used * kMoeTileRows; s < L.max_slots(); ++s) ASSERT_EQ(slot_token(s), -1) << "unused slot " << s;
+  for (uint32_t s = used * kMoeTileRows; s < L.max_slots(); ++s) {
+    ASSERT_EQ(slot_token(s), -1) << "unused slot " << s;
+    ASSERT_EQ(slot_pair(s), -1) << "unused slot " << s;
+  }
   std::vector<int> claims(L.max_slots(), 0);
   std::map<int32_t, uint32_t> pairs_of_group;
   for (uint32_t q = 0; q < pairs; ++q) {
@@ -431,11 +435,12 @@ void check_table(const std::vector<uint32_t>& words, const MoeTableLayout& L, co
     ASSERT_LT(s, used * kMoeTileRows) << "pair " << q;
     ASSERT_EQ(claims[s]++, 0) << "slot " << s << " claimed twice";
     ASSERT_EQ(slot_token(s), int32_t(q / L.k)) << "pair " << q << " slot " << s;
+    ASSERT_EQ(slot_pair(s), int32_t(q)) << "pair " << q << " slot " << s;
     ASSERT_EQ(tile_group(s / kMoeTileRows), group_of_pair[q]) << "pair " << q << " slot " << s;
   }
   for (uint32_t s = 0; s < used * kMoeTileRows; ++s)
-    if (slot_token(s) != -1) {
-      ASSERT_EQ(claims[s], 1) << "slot " << s << " has a token but no pair";
+    if (slot_token(s) != -1 || slot_pair(s) != -1) {
+      ASSERT_EQ(claims[s], 1) << "slot " << s << " has a token or pair but no pair names it";
     }
   std::map<int32_t, uint32_t> tiles_of_group;
   for (uint32_t i = 0; i < used; ++i) ++tiles_of_group[tile_group(i)];
@@ -530,7 +535,7 @@ TEST(ShaderMoe, HostTableSkipsUnmappedExpertsAndKeepsTokenOrder) {
 }
 
 // A combine problem: a host MoE table of random routing in which the pairs
-// of every fifth expert are skipped, slot rows y (stride y_stride), weights w.
+// of every fifth expert are skipped, pair rows y (stride y_stride), weights w.
 struct CombineCase {
   static constexpr uint32_t n_tokens = 37, k = 8, n_expert = 64, n = 300, x_stride = n + 4, y_stride = n + 8;
   MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_expert);
@@ -541,23 +546,23 @@ struct CombineCase {
     std::vector<int32_t> group_of_expert(n_expert);
     for (uint32_t x = 0; x < n_expert; ++x) group_of_expert[x] = x % 5 == 0 ? -1 : int32_t(x);
     build_moe_table(ids.data(), L, group_of_expert.data(), n_expert, table.data());
-    y = e.randn(size_t(L.max_slots()) * y_stride);
+    y = e.randn(size_t(L.pairs()) * y_stride);
     w = e.randn(n_tokens * k);
   }
-  // x plus the weighted slot rows of each token, j ascending.
+  // x plus the weighted pair rows of each token on this pass, j ascending.
   std::vector<float> combined(const std::vector<float>& x) const {
     std::vector<float> want = x;
     for (uint32_t t = 0; t < n_tokens; ++t)
       for (uint32_t j = 0; j < k; ++j) {
-        const uint32_t s = table[L.pair_slot_off + t * k + j];
-        if (s == kMoeNoSlot) continue;
-        for (uint32_t i = 0; i < n; ++i) want[t * x_stride + i] += w[t * k + j] * y[s * y_stride + i];
+        const uint32_t q = t * k + j;
+        if (table[L.pair_slot_off + q] == kMoeNoSlot) continue;
+        for (uint32_t i = 0; i < n; ++i) want[t * x_stride + i] += w[q] * y[q * y_stride + i];
       }
     return want;
   }
 };
 
-TEST(ShaderMoe, CombineAddsWeightedSlotRowsInOrder) {
+TEST(ShaderMoe, CombineAddsWeightedPairRowsInOrder) {
   Env e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
   const CombineCase c(e);
@@ -656,11 +661,12 @@ TEST(ShaderMoe, TopkGroupCombineChainMatchesCpu) {
   const auto table = e.read<uint32_t>(bt, L.words);
   check_table(table, L, ids);
   auto expert_out = [](uint32_t t, uint32_t ex, uint32_t i) { return std::sin(0.37f * t + 1.3f * ex + 0.11f * i); };
-  std::vector<float> y(size_t(L.max_slots()) * n, 0.f);
+  // Each slot's output in its pair's row, as the down product writes it.
+  std::vector<float> y(size_t(L.pairs()) * n, 0.f);
   for (uint32_t s = 0; s < table[L.count_off] * kMoeTileRows; ++s) {
-    const int32_t t = int32_t(table[L.slot_token_off + s]);
+    const int32_t t = int32_t(table[L.slot_token_off + s]), q = int32_t(table[L.slot_pair_off + s]);
     if (t < 0) continue;
-    for (uint32_t i = 0; i < n; ++i) y[s * n + i] = expert_out(t, table[L.tile_expert_off + s / kMoeTileRows], i);
+    for (uint32_t i = 0; i < n; ++i) y[q * n + i] = expert_out(t, table[L.tile_expert_off + s / kMoeTileRows], i);
   }
   Buffer by = e.buf(y), bx = e.buf(x);
   rec.begin();

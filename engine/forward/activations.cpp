@@ -31,7 +31,7 @@ ActivationShape ActivationShape::of(const ModelConfig& c, uint32_t n_ubatch, uin
   return s;
 }
 
-// Decode uses k rows (one per selected expert); a ubatch uses the table's slots.
+// Decode uses k rows (one per selected expert); a ubatch's gate/up rows are the table's slots.
 uint32_t ActivationShape::expert_rows() const { return std::max(k, n_ubatch > 1 ? table.max_slots() : 0u); }
 
 // The router's largest split, or two planes of the attention projections' outputs
@@ -77,7 +77,7 @@ void for_each_buffer(const ActivationShape& s, F&& f) {
   f(s.table.words, "expert grouping table");
   f(R * s.ff_exp, "expert gate");
   f((s.gate_up_in_one ? s.k : R) * s.ff_exp, "expert up");
-  f(R * s.embd, "expert out");
+  f(uint64_t(s.table.pairs()) * s.embd, "expert out");  // by routing pair (decode: k rows)
   f(s.vocab, "logits");
   f((gemm_scratch_bytes(s) + 3) / 4, "GEMM activation scratch");
   f(s.split_k_half_bytes() / 2, "GEMM split-K partials");

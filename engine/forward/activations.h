@@ -43,7 +43,7 @@ struct Activations {
   vk::Buffer rlog;          // [t][n_expert] router logits (2 rows for decode prediction)
   vk::Buffer ids, wts;      // [t][k] routing
   vk::Buffer table;         // MoeTable words
-  vk::Buffer eg, eu, eo;    // routed experts: [row][ff_exp], [row][ff_exp], [row][embd]
+  vk::Buffer eg, eu, eo;    // routed experts: [slot][ff_exp], [slot][ff_exp], [pair][embd]
   vk::Buffer logits;        // [vocab] of the last token
   vk::Buffer gemm_scratch;  // one product's converted activations (int8, coopmat2)
   // Split-K partial sums (KHR coopmat path) in two halves of split_k_half_bytes(),

@@ -18,7 +18,7 @@ struct SwigluPush {
   uint32_t n, g_off, u_off, act, row_elems, count_off;
 };
 struct BiasRowsPush {
-  uint32_t width, rows, y_stride, id_off, rows_per_id, use_map, n_bias;
+  uint32_t width, rows, y_stride, id_off, rows_per_id, use_map, n_bias, y_row_map;
 };
 
 uint32_t div_up(uint64_t a, uint64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
@@ -192,7 +192,8 @@ void GpuOps::bias_rows(vk::Recorder& r, const BiasRows& a) const {
   if (!a.bias || !a.ids || !a.y || a.rows_per_id == 0 || a.y_stride < a.width)
     throw Error("internal error: bias_rows with missing buffers or bad strides");
   const auto& p = ctx_.pipeline("bias_rows", 4, sizeof(BiasRowsPush));
-  const BiasRowsPush pc{a.width, a.rows, a.y_stride, a.id_off, a.rows_per_id, a.map ? 1u : 0u, a.n_bias};
+  const BiasRowsPush pc{a.width, a.rows, a.y_stride, a.id_off, a.rows_per_id, a.map ? 1u : 0u, a.n_bias,
+                          a.y_row_map};
   const uint32_t groups_y = std::min<uint32_t>(a.rows, ctx_.info().max_workgroup_count[1]);
   r.dispatch(p, {*a.bias, *a.ids, a.map ? vk::BufferRange(*a.map) : vk::BufferRange(*a.ids), *a.y}, pc,
              div_up(a.width, 256), groups_y);

@@ -114,6 +114,7 @@ class GpuOps {
     const vk::Buffer* map = nullptr;  // optional: id -> bias row
     const vk::Buffer* y = nullptr;
     uint32_t y_stride = 0, rows = 0;
+    uint32_t y_row_map = 0;  // 0, or 1 + the ids word holding row 0's y row (-1: skipped)
   };
   void bias_rows(vk::Recorder& r, const BiasRows& a) const;
 

@@ -440,7 +440,8 @@ void LayerProgram::combine_decode(vk::Recorder& r, const vk::Buffer& wts) const 
 }
 
 void LayerProgram::expert_biases(vk::Recorder& r, int il, bool down, const vk::Buffer& ids, uint32_t id_off,
-                                 uint32_t rows_per_id, const vk::Buffer* map, uint32_t rows) const {
+                                 uint32_t rows_per_id, const vk::Buffer* map, uint32_t rows,
+                                 uint32_t down_row_map) const {
   const GpuLayer& g = g_.layers[il];
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, N = c_.n_expert;
   GpuOps::BiasRows b;
@@ -454,6 +455,7 @@ void LayerProgram::expert_biases(vk::Recorder& r, int il, bool down, const vk::B
     b.bias = &g.down_exps_b.buf;
     b.width = b.y_stride = E;
     b.y = &a_.eo;
+    b.y_row_map = down_row_map;
     ops_.bias_rows(r, b);
     return;
   }
@@ -532,8 +534,8 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
   const uint32_t slots = layout.max_slots();
   // f16_rows: with glu_up, the product writes f16 rows; without, it reads them.
   auto ids_mm = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
-                    const vk::Buffer& y, uint32_t y_stride, bool gather, const vk::Buffer* glu_up = nullptr,
-                    bool f16_rows = false) {
+                    const vk::Buffer& y, uint32_t y_stride, bool gather, bool by_pair,
+                    const vk::Buffer* glu_up = nullptr, bool f16_rows = false) {
     vk::GemmIdsArgs a;
     a.type = wt.type();
     a.ncols = static_cast<uint32_t>(wt.in());
@@ -548,6 +550,7 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     a.expert_stride = wt.expert_bytes();
     a.n_experts = w.count;
     a.gather_x = gather;
+    a.y_by_pair = by_pair;
     a.scratch = ops_.gemm_scratch();
     if (glu_up) {
       a.glu_up = *glu_up;
@@ -562,8 +565,8 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
   // The one product writes its rows in f16 where the down product takes them.
   const bool in_one = experts_gate_up_in_one(ops_.ctx(), ops_.gemm_for(lw.gate_exps.type()), lw);
   const bool f16_rows = in_one && F % 4 == 0 && ops_.takes_f16_rows(lw.down_exps.type(), n);
-  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, in_one ? w.up : nullptr, f16_rows);
-  if (!in_one) ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true);
+  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, false, in_one ? w.up : nullptr, f16_rows);
+  if (!in_one) ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true, false);
   r.barrier();
   mark_(r, "experts gate+up");
   if (!in_one) {
@@ -576,10 +579,12 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act, &rows);
     r.barrier();
   }
-  ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false, nullptr, f16_rows);
+  // The down product's rows by routing pair: eo holds no padding slots.
+  ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false, true, nullptr, f16_rows);
   r.barrier();
   if (bias) {
-    expert_biases(r, il, /*down=*/true, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots);
+    expert_biases(r, il, /*down=*/true, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots,
+                  1 + layout.slot_pair_off);
     r.barrier();
   }
   mark_(r, "experts down");

@@ -126,9 +126,10 @@ class LayerProgram {
   void swiglu_ffn(vk::Recorder& r, const GpuTensor& gate, const GpuTensor& up, const GpuTensor& down, uint32_t width,
                   const vk::Buffer& out, uint32_t n, bool acc, FfnAct act) const;
   // The layer's per-expert biases added to eg/eu (gate/up) or eo (down):
-  // rows picked by ids[id_off + row / rows_per_id], mapped through map when given.
+  // rows picked by ids[id_off + row / rows_per_id], mapped through map when given;
+  // down_row_map: eo's rows (GpuOps::BiasRows::y_row_map), 0: as they are.
   void expert_biases(vk::Recorder& r, int il, bool down, const vk::Buffer& ids, uint32_t id_off,
-                     uint32_t rows_per_id, const vk::Buffer* map, uint32_t rows) const;
+                     uint32_t rows_per_id, const vk::Buffer* map, uint32_t rows, uint32_t down_row_map = 0) const;
   const Model& m_;
   const ModelConfig& c_;
   const GpuModel& g_;

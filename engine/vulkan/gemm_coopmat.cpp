@@ -92,7 +92,7 @@ struct CoopPush {
   uint32_t x_offset, x_stride, y_offset, y_stride;
   uint32_t accumulate, x_vec4;
   uint32_t expert_stride, n_experts, gather_x;
-  uint32_t count_off, tile_expert_off, slot_token_off;
+  uint32_t count_off, tile_expert_off, slot_token_off, y_pair_off;
   uint32_t k_split, split_stride;
   uint32_t glu_act;
   uint32_t y_vec4;  // y_offset, y_stride and split_stride are multiples of 4 (vec4 stores)
@@ -275,7 +275,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
   const uint64_t matrix_bytes = uint64_t(a.ncols / T->block_elems) * T->block_bytes * a.nrows;
   // Rows of x read and of y written: tokens, or slots of the MoE table.
   const uint32_t x_rows = ids ? (ids->gather_x ? ids->layout.n_tokens : ids->layout.max_slots()) : a.n_tokens;
-  const uint32_t y_rows = ids ? ids->layout.max_slots() : a.n_tokens;
+  const uint32_t y_rows = ids ? ids->y_rows() : a.n_tokens;
   uint64_t w_end = a.w_offset + matrix_bytes;
   const bool glu = ids && ids->glu_up.buffer != VK_NULL_HANDLE;
   if (ids) {
@@ -339,6 +339,7 @@ void record_gemm_coopmat(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* id
     p.count_off = ids->layout.count_off;
     p.tile_expert_off = ids->layout.tile_expert_off;
     p.slot_token_off = ids->layout.slot_token_off;
+    p.y_pair_off = ids->y_pair_off();
     if (cols > d.max_workgroup_count[1]) throw Error("coopmat GEMM: too many MoE tiles");
     if (glu) {
       p.glu_act = ids->glu_act;

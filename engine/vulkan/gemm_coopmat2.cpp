@@ -68,7 +68,7 @@ struct Cm2Push {
   uint32_t ncols, nrows, n_tokens, row_blocks;
   uint32_t y_offset, y_stride, accumulate;
   uint32_t expert_blocks, n_experts;
-  uint32_t count_off, tile_expert_off, slot_token_off;
+  uint32_t count_off, tile_expert_off, slot_token_off, y_pair_off;
 };
 // Must match the push block of to_f16.comp.
 struct ToF16Push {
@@ -160,6 +160,7 @@ void record_gemm_coopmat2(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* i
     p.count_off = ids->layout.count_off;
     p.tile_expert_off = ids->layout.tile_expert_off;
     p.slot_token_off = ids->layout.slot_token_off;
+    p.y_pair_off = ids->y_pair_off();
     if (cols > d.max_workgroup_count[1]) throw Error("coopmat2 GEMM: too many MoE tiles");
     const Pipeline& pl = ctx.pipeline(std::string("gemm_cm2_ids_") + T->suffix, 4, sizeof(Cm2Push), spec);
     rec.dispatch(pl, {w, a.scratch, a.y, ids->table}, p, gx, cols);

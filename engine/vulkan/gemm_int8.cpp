@@ -49,7 +49,7 @@ struct GemmInt8Push {
   uint32_t ncols, nrows, n_tokens, w_offset;
   uint32_t y_offset, y_stride, accumulate, ds_offset;
   uint32_t expert_stride, n_experts, count_off, tile_expert_off;
-  uint32_t slot_token_off, gather_x;
+  uint32_t slot_token_off, gather_x, y_pair_off;
 };
 
 void check_range(const char* what, const BufferRange& b, uint64_t end_bytes) {
@@ -100,7 +100,7 @@ void record_gemm_int8(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids) 
       throw Error("internal error: int8 GEMM ids expert_stride breaks the weight alignment");
     w_end = a.w_offset + (ids->n_experts - 1) * ids->expert_stride + matrix_bytes;
     x_rows = ids->gather_x ? L.n_tokens : L.max_slots();
-    y_cols = L.max_slots();
+    y_cols = ids->y_rows();
     check_range("table", ids->table, L.bytes());
   } else {
     if (a.n_tokens == 0) return;
@@ -151,6 +151,7 @@ void record_gemm_int8(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids) 
     gp.tile_expert_off = ids->layout.tile_expert_off;
     gp.slot_token_off = ids->layout.slot_token_off;
     gp.gather_x = ids->gather_x ? 1 : 0;
+    gp.y_pair_off = ids->y_pair_off();
     const Pipeline& p = ctx.pipeline(std::string("gemm_int8_ids_") + T->suffix, 4, sizeof(GemmInt8Push));
     rec.dispatch(p, {a.w, a.scratch, a.y, ids->table}, gp, row_groups, col_groups);
   } else {

@@ -10,6 +10,9 @@
 //   [tile_expert_off + i]  int32 expert of tile i (an index into the weight
 //                          buffer: expert id, or a cache slot; -1 = skip)
 //   [slot_token_off + s]   int32 token of slot s (-1 = padding)
+//   [slot_pair_off + s]    int32 routing pair t*k + j of slot s (-1 = padding):
+//                          the output row of products written by pair
+//                          (GemmIdsArgs::y_by_pair), k rows per token
 //   [pair_slot_off + t*k + j]  slot of pair (t, j); 0xffffffff = not on this
 //                          GPU pass (e.g. computed on the CPU)
 // Must match shaders/moe_table.glsl.
@@ -26,7 +29,7 @@ constexpr uint32_t kMoeNoSlot = 0xffffffffu;
 
 struct MoeTableLayout {
   uint32_t n_tokens = 0, k = 0, max_tiles = 0;
-  uint32_t count_off = 0, tile_expert_off = 0, slot_token_off = 0, pair_slot_off = 0, words = 0;
+  uint32_t count_off = 0, tile_expert_off = 0, slot_token_off = 0, slot_pair_off = 0, pair_slot_off = 0, words = 0;
 
   // n_groups: how many distinct weight groups (experts or slots) a tile may name.
   static MoeTableLayout make(uint32_t n_tokens, uint32_t k, uint32_t n_groups) {
@@ -38,11 +41,13 @@ struct MoeTableLayout {
     l.count_off = 0;
     l.tile_expert_off = 4;  // keeps the arrays 16-byte aligned
     l.slot_token_off = l.tile_expert_off + (l.max_tiles + 3) / 4 * 4;
-    l.pair_slot_off = l.slot_token_off + l.max_tiles * kMoeTileRows;
+    l.slot_pair_off = l.slot_token_off + l.max_tiles * kMoeTileRows;
+    l.pair_slot_off = l.slot_pair_off + l.max_tiles * kMoeTileRows;
     l.words = l.pair_slot_off + (pairs + 3) / 4 * 4;
     return l;
   }
   uint32_t max_slots() const { return max_tiles * kMoeTileRows; }
+  uint32_t pairs() const { return n_tokens * k; }
   uint64_t bytes() const { return uint64_t(words) * 4; }
 };
 

@@ -16,7 +16,7 @@ struct GemmPush {
   uint32_t ncols, nrows, n_tokens, w_offset;
   uint32_t x_offset, x_stride, y_offset, y_stride;
   uint32_t accumulate, expert_stride, n_experts, gather_x;
-  uint32_t count_off, tile_expert_off, slot_token_off, unused;
+  uint32_t count_off, tile_expert_off, slot_token_off, y_pair_off;
 };
 
 // One tile shape of gemm.comp: workgroup size, BM x BN tile, K step, TM x TN per thread.
@@ -79,7 +79,7 @@ const GpuWeightType& validate(const GemmArgs& a, const GemmIdsArgs* ids) {
     throw Error("internal error: gemm x_offset and x_stride must be multiples of 4 floats");
   // Rows of X read and of Y written.
   const uint32_t x_rows = ids ? (ids->gather_x ? ids->layout.n_tokens : ids->layout.max_slots()) : a.n_tokens;
-  const uint32_t y_rows = ids ? ids->layout.max_slots() : a.n_tokens;
+  const uint32_t y_rows = ids ? ids->y_rows() : a.n_tokens;
   if (y_rows > 1 && a.y_stride < a.nrows)
     throw Error("internal error: gemm y_stride " + std::to_string(a.y_stride) + " is below nrows " +
                 std::to_string(a.nrows) + " (outputs would overlap)");
@@ -148,6 +148,7 @@ void record_tiled(Recorder& rec, const GemmArgs& a, const GemmIdsArgs* ids, cons
     push.count_off = ids->layout.count_off;
     push.tile_expert_off = ids->layout.tile_expert_off;
     push.slot_token_off = ids->layout.slot_token_off;
+    push.y_pair_off = ids->y_pair_off();
     const Pipeline& p = ctx.pipeline(std::string("gemm_ids_") + L.suffix, 4, sizeof(GemmPush), t.spec());
     rec.dispatch(p, {a.w, a.x, a.y, ids->table}, push, gx, gy);
   } else {

@@ -93,14 +93,19 @@ struct GemmArgs {
 // each used tile i, expert e = tile_expert[i] (an index into `w`, expert e at
 // w_offset + e * expert_stride bytes; tiles with e < 0 are skipped) multiplies
 // the kMoeTileRows slot rows s of the tile:
-//   Y[s] (+)= W_e . X[gather_x ? slot_token[s] : s]      (slot_token[s] < 0: row skipped)
-// Y rows are always slot-indexed. n_tokens is unused; max_tiles bounds the dispatch.
+//   Y[row(s)] (+)= W_e . X[gather_x ? slot_token[s] : s]      (slot_token[s] < 0: row skipped)
+// row(s) = s, or with y_by_pair the slot's routing pair slot_pair[s] = t*k + j
+// (Y then needs n_tokens * k rows, not max_slots(): a down product's output,
+// without the padding slots' rows). n_tokens is unused; max_tiles bounds the dispatch.
 struct GemmIdsArgs : GemmArgs {
   BufferRange table;  // MoeTable words (uint32)
   MoeTableLayout layout;
   uint64_t expert_stride = 0;
   uint32_t n_experts = 0;  // experts (or slots) in w
   bool gather_x = true;
+  bool y_by_pair = false;
+  uint32_t y_rows() const { return y_by_pair ? layout.pairs() : layout.max_slots(); }
+  uint32_t y_pair_off() const { return y_by_pair ? layout.slot_pair_off : 0; }  // the shaders' push field
   // Optional up weights U of a gated FFN (same type, shape, offset and expert
   // stride as w): then Y[s] = glu(W_e . x, U_e . x) with activation glu_act
   // (shaders/glu.glsl: 0 SiLU, 1 gpt-oss's clamped one), gate and up in one

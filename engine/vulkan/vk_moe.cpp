@@ -28,7 +28,7 @@ struct CombineNormPush {
   float eps;
   uint32_t check, has_h;
 };
-static_assert(sizeof(MoeTableLayout) == 32, "MoeTableLayout must mirror MoeLayout in shaders/moe_table.glsl");
+static_assert(sizeof(MoeTableLayout) == 36, "MoeTableLayout must mirror MoeLayout in shaders/moe_table.glsl");
 
 constexpr uint32_t kMaxExperts = 1024, kMaxTopk = 64, kMaxGroups = 64, kCombineWorkgroup = 256;
 // moe_group: one workgroup, as large as the device allows within these bounds.
@@ -37,8 +37,8 @@ constexpr uint32_t kGroupWorkgroup = 256, kGroupWorkgroupMax = 1024;
 void check_layout(const char* kernel, const MoeTableLayout& l, const BufferRange& table) {
   const MoeTableLayout want = MoeTableLayout::make(l.n_tokens, l.k, 0);
   if (l.k == 0 || l.tile_expert_off != want.tile_expert_off || l.max_tiles < want.max_tiles ||
-      l.slot_token_off < l.tile_expert_off + l.max_tiles || l.pair_slot_off < l.slot_token_off + l.max_slots() ||
-      l.words < l.pair_slot_off + l.n_tokens * l.k)
+      l.slot_token_off < l.tile_expert_off + l.max_tiles || l.slot_pair_off < l.slot_token_off + l.max_slots() ||
+      l.pair_slot_off < l.slot_pair_off + l.max_slots() || l.words < l.pair_slot_off + l.pairs())
     throw Error(std::string("internal error: ") + kernel + " got an inconsistent MoeTableLayout");
   check_binding(kernel, "table", table, l.bytes());
 }
@@ -110,7 +110,7 @@ void record_moe_combine(Recorder& rec, const MoeCombineArgs& a) {
   if (a.y_stride < a.n || a.x_stride < a.n) throw Error("internal error: moe_combine stride < n");
   Context& ctx = rec.context();
   if (l.n_tokens > ctx.info().max_workgroup_count[1]) throw Error("internal error: moe_combine with too many tokens");
-  check_binding("moe_combine", "y", a.y, (uint64_t(l.max_slots() - 1) * a.y_stride + a.n) * 4);
+  check_binding("moe_combine", "y", a.y, (uint64_t(l.pairs() - 1) * a.y_stride + a.n) * 4);
   check_binding("moe_combine", "weights", a.weights, uint64_t(l.n_tokens) * l.k * 4);
   check_binding("moe_combine", "x", a.x, (uint64_t(l.n_tokens - 1) * a.x_stride + a.n) * 4);
   const CombinePush push{l, a.n, a.y_stride, a.x_stride};
@@ -159,6 +159,7 @@ void build_moe_table(const int32_t* ids, const MoeTableLayout& layout, const int
   words[l.count_off] = used;
   std::fill(words + l.tile_expert_off, words + l.tile_expert_off + l.max_tiles, kMoeNoSlot);  // int -1
   std::fill(words + l.slot_token_off, words + l.slot_token_off + l.max_slots(), kMoeNoSlot);  // int -1
+  std::fill(words + l.slot_pair_off, words + l.slot_pair_off + l.max_slots(), kMoeNoSlot);
   for (int32_t g = 0; g < n_groups; ++g)
     for (uint32_t s = start[g]; s < start[g + 1]; s += kMoeTileRows) words[l.tile_expert_off + s / kMoeTileRows] = g;
   std::vector<uint32_t> next(start.begin(), start.end() - 1);
@@ -170,6 +171,7 @@ void build_moe_table(const int32_t* ids, const MoeTableLayout& layout, const int
     const uint32_t s = next[group[q]]++;
     words[l.pair_slot_off + q] = s;
     words[l.slot_token_off + s] = q / l.k;
+    words[l.slot_pair_off + s] = q;
   }
 }
 

@@ -39,8 +39,9 @@ struct MoeGroupArgs {
 };
 void record_moe_group(Recorder& rec, const MoeGroupArgs& a);
 
-// x[t*x_stride + i] += sum_j weights[t*k + j] * y[pair_slot(t, j)*y_stride + i]
-// over i < n, pairs with slot kMoeNoSlot skipped, j in increasing order.
+// x[t*x_stride + i] += sum_j weights[t*k + j] * y[(t*k + j)*y_stride + i]
+// over i < n, pairs with slot kMoeNoSlot skipped, j in increasing order: y has
+// a row per routing pair (the down product written with GemmIdsArgs::y_by_pair).
 struct MoeCombineArgs {
   BufferRange y, weights, table, x;
   MoeTableLayout layout;
