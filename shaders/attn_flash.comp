@@ -44,7 +44,6 @@ layout(constant_id = 5) const uint DT = 32;  // output: invocations along head_d
 layout(constant_id = 6) const uint NC = 1;   // output: vec4 columns per invocation
 layout(constant_id = 7) const bool Q_SHARED = true;  // query tile in shared memory
 layout(constant_id = 8) const bool SUBGROUP_ROWS = false;  // needs SR = SK = 1, DT = BC, BR * BC = WG
-layout(constant_id = 9) const uint TAIL_LOADS = 16;  // split tail: partial loads in flight per output vec4
 const uint D4 = D / 4, KT = BC / SK, RT = BR / SR, RG = WG / DT, OR = BR / RG, TPR = WG / BR;
 const uint RS = D4 + 1;       // padded vec4 row stride of the q and kv tiles
 const uint PS4 = BC / 4 + 1;  // padded vec4 row stride of the score tile
@@ -286,8 +285,7 @@ KV_T new_row_word(bool is_key, uint u) {
 // workgroup: the (max, sum) pairs of all rows and splits go to shared memory
 // (the tiles as scratch: 2 * rows * n_split floats, checked by the host), each row's
 // weights are reduced by its TPR invocations (one subgroup where they fit), and
-// each output vec4 sums its splits TAIL_LOADS loads at a time (one round of
-// L2 latency each, after the tail's atomic: 32 splits took four rounds at eight).
+// each output vec4 sums its splits eight loads at a time.
 void combine_splits(uint r0, uint g) {
   const uint tid = gl_LocalInvocationID.x, G = p.group, n = p.n_split;
   memoryBarrierBuffer();
@@ -356,10 +354,10 @@ void combine_splits(uint r0, uint g) {
     const uint r = i / D4, c = i % D4, row = r0 + r, t = row / G, h = g * G + row % G;
     const uint first = (t * p.n_head + h) * n;
     vec4 a = vec4(0);
-    for (uint s0 = 0; s0 < n; s0 += TAIL_LOADS) {
-      vec4 v[TAIL_LOADS];
-      [[unroll]] for (uint k = 0; k < TAIL_LOADS; ++k) v[k] = s0 + k < n ? part4[(first + s0 + k) * D4 + c] : vec4(0);
-      [[unroll]] for (uint k = 0; k < TAIL_LOADS; ++k)
+    for (uint s0 = 0; s0 < n; s0 += 8) {
+      vec4 v[8];
+      [[unroll]] for (uint k = 0; k < 8; ++k) v[k] = s0 + k < n ? part4[(first + s0 + k) * D4 + c] : vec4(0);
+      [[unroll]] for (uint k = 0; k < 8; ++k)
         if (s0 + k < n) a += scratch_at(r * n + s0 + k) * v[k];
     }
     o4[t * p.o_stride4 + h * D4 + c] = a * row_l[r];

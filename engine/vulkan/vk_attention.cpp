@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -21,17 +20,6 @@ constexpr uint32_t kMaxSplits = 64;  // split-K partials per q head (times token
 // 64 / 512 (43-44 of 3) 236.4-236.9, 128 / 128 (15 of 9) 243.8-244.2.
 constexpr uint32_t kMinSplitKeys = 96;
 constexpr uint32_t kTargetWorkgroups = 384;
-
-// Partial loads in flight per output vec4 in the split tail (TAIL_LOADS of
-// attn_flash.comp); VKMOE_ATTN_TAIL_LOADS=8|16|32 sets it (A/B measurements).
-uint32_t tail_loads() {
-  static const uint32_t n = [] {
-    const char* v = std::getenv("VKMOE_ATTN_TAIL_LOADS");
-    const unsigned long x = v ? std::strtoul(v, nullptr, 10) : 0;
-    return x == 8 || x == 16 || x == 32 ? uint32_t(x) : 16u;
-  }();
-  return n;
-}
 
 struct RopeStorePush {
   uint32_t q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
@@ -350,7 +338,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   push.tail_counter = tail ? a.counter_index + 1 : 0;
   push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;
   const std::vector<uint32_t> spec = {D,    s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u,
-                                     s.subgroup_rows ? 1u : 0u, tail_loads()};
+                                     s.subgroup_rows ? 1u : 0u};
   // Unused bindings get o (partials without a split, counters without the
   // tail) or q (sinks without sinks, norm weights without a norm).
   const BufferRange& sinks = push.has_sinks ? a.sinks : a.q;
