@@ -34,17 +34,28 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // max|x| / 127, x -> dx * round(x / dx). In `ambiguous`: where that
 // rounding is ambiguous (the value within 1e-3 of a half step, where the
 // kernel's float arithmetic may round the other way), the element's dx;
-// elsewhere 0. A rounding that differs moves a product by |w| dx.
-std::vector<double> q8_round(const std::vector<double>& x, std::vector<double>& ambiguous) {
+// elsewhere 0. A rounding that differs moves a product by |w| dx. With x_err
+// (how far the kernel's x may be from x) the window widens by what the
+// element and its block's step may move, and each element's bound adds that move.
+std::vector<double> q8_round(const std::vector<double>& x, std::vector<double>& ambiguous,
+                             const std::vector<double>& x_err = {}) {
   std::vector<double> r(x.size());
   ambiguous.assign(x.size(), 0);
   for (size_t b = 0; b < x.size(); b += 32) {
-    double amax = 0;
-    for (size_t i = b; i < b + 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    double amax = 0, ea = 0;  // ea: how far the kernel's block maximum may be from amax
+    for (size_t i = b; i < b + 32; ++i) {
+      amax = std::max(amax, std::fabs(x[i]));
+      if (!x_err.empty()) ea = std::max(ea, x_err[i]);
+    }
     const double dx = amax / 127;
     for (size_t i = b; i < b + 32; ++i) {
       r[i] = amax > 0 ? dx * std::nearbyint(x[i] / dx) : 0;
-      if (amax > 0 && std::fabs(std::fabs(x[i] / dx - std::floor(x[i] / dx)) - 0.5) < 1e-3) ambiguous[i] = dx;
+      if (amax == 0) continue;
+      // x off by x_err: the kernel's element may cross a rounding boundary (one step of its own dx),
+      // and its step moves by ea / 127 (at most ea over 127 steps).
+      const double moved = (x_err.empty() ? 0 : x_err[i] + std::fabs(x[i]) * ea / amax) / dx;
+      if (std::fabs(std::fabs(x[i] / dx - std::floor(x[i] / dx)) - 0.5) < 1e-3 + moved) ambiguous[i] = dx + ea / 127;
+      ambiguous[i] += ea;
     }
   }
   return r;
@@ -267,13 +278,26 @@ void expect_block(const Block& b, const std::vector<double>& x, const std::vecto
   // Router logits.
   const std::vector<float> xf(x.begin(), x.end());
   const std::vector<double> xn = b.xn_of(xf, b.norm_w);
+  // The kernel's x may be x_err away from x: each xn_i moves by up to s |w_i| x_err_i
+  // and by the norm's own change, xn_i times sum |x_i| x_err_i / sum x_i^2 (first order).
+  double ss = 0, sx = 0;
+  for (uint32_t i = 0; i < E; ++i) {
+    ss += x[i] * x[i];
+    sx += std::fabs(x[i]) * x_err[i];
+  }
+  const double inv_rms = 1 / std::sqrt(ss / E + 1e-6), rel = ss > 0 ? sx / ss : 0;
+  std::vector<double> xn_err(E);
+  for (uint32_t i = 0; i < E; ++i)
+    xn_err[i] = 1.5 * (inv_rms * std::fabs(b.norm_w[i]) * x_err[i] + std::fabs(xn[i]) * rel);
   for (uint32_t r = 0; r < c.N; ++r) {
-    double want = 0, mag = 0;
+    double want = 0, mag = 0, moved = 0;
     for (uint32_t i = 0; i < E; ++i) {
-      want += b.router[size_t(r) * E + i] * xn[i];
-      mag += std::fabs(b.router[size_t(r) * E + i] * xn[i]);
+      const double wr = b.router[size_t(r) * E + i];
+      want += wr * xn[i];
+      mag += std::fabs(wr * xn[i]);
+      moved += std::fabs(wr) * xn_err[i];
     }
-    ASSERT_NEAR(o.logits[r], want, 1e-5 * mag + 1e-6) << "logit " << r;
+    ASSERT_NEAR(o.logits[r], want, 1e-5 * mag + moved + 1e-6) << "logit " << r;
   }
   // Routing of the kernel's logits.
   std::vector<int> ids(K);
@@ -285,7 +309,7 @@ void expect_block(const Block& b, const std::vector<double>& x, const std::vecto
   }
   // The experts' activations on int8-rounded xn.
   std::vector<double> xa;
-  const std::vector<double> xq = q8_round(xn, xa);
+  const std::vector<double> xq = q8_round(xn, xa, xn_err);
   for (uint32_t j = 0; j < K; ++j)
     for (uint32_t f = 0; f < F; ++f) {
       const size_t row = (size_t(ids[j]) * F + f) * E;
