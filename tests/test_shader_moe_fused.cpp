@@ -278,7 +278,7 @@ void expect_block(const Block& b, const std::vector<double>& x, const std::vecto
   // Router logits.
   const std::vector<float> xf(x.begin(), x.end());
   const std::vector<double> xn = b.xn_of(xf, b.norm_w);
-  // The kernel's x may be x_err away from x: each xn_i moves by up to s |w_i| x_err_i
+  // The kernel's x may be x_err away from x: each xn_i moves by up to inv_rms |w_i| x_err_i
   // and by the norm's own change, xn_i times sum |x_i| x_err_i / sum x_i^2 (first order).
   double ss = 0, sx = 0;
   for (uint32_t i = 0; i < E; ++i) {

@@ -532,10 +532,12 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
   const MoeTableLayout layout = MoeTableLayout::make(n, K, w.count);
   const uint32_t slots = layout.max_slots();
-  // f16_rows: with glu_up, the product writes f16 rows; without, it reads them.
+  // down: x rows by slot and y rows by routing pair (eo holds no padding slots);
+  // else x gathered by token and y by slot. f16_rows: with glu_up, the product
+  // writes f16 rows; without, it reads them.
   auto ids_mm = [&](const Weight& wt, const vk::Buffer& wb, const vk::Buffer& x, uint32_t x_stride,
-                    const vk::Buffer& y, uint32_t y_stride, bool gather, bool by_pair,
-                    const vk::Buffer* glu_up = nullptr, bool f16_rows = false) {
+                    const vk::Buffer& y, uint32_t y_stride, bool down, const vk::Buffer* glu_up = nullptr,
+                    bool f16_rows = false) {
     vk::GemmIdsArgs a;
     a.type = wt.type();
     a.ncols = static_cast<uint32_t>(wt.in());
@@ -549,8 +551,8 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     a.layout = layout;
     a.expert_stride = wt.expert_bytes();
     a.n_experts = w.count;
-    a.gather_x = gather;
-    a.y_by_pair = by_pair;
+    a.gather_x = !down;
+    a.y_by_pair = down;
     a.scratch = ops_.gemm_scratch();
     if (glu_up) {
       a.glu_up = *glu_up;
@@ -565,8 +567,8 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
   // The one product writes its rows in f16 where the down product takes them.
   const bool in_one = experts_gate_up_in_one(ops_.ctx(), ops_.gemm_for(lw.gate_exps.type()), lw);
   const bool f16_rows = in_one && F % 4 == 0 && ops_.takes_f16_rows(lw.down_exps.type(), n);
-  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, true, false, in_one ? w.up : nullptr, f16_rows);
-  if (!in_one) ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, true, false);
+  ids_mm(lw.gate_exps, *w.gate, a_.xn, E, a_.eg, F, false, in_one ? w.up : nullptr, f16_rows);
+  if (!in_one) ids_mm(lw.up_exps, *w.up, a_.xn, E, a_.eu, F, false);
   r.barrier();
   mark_(r, "experts gate+up");
   if (!in_one) {
@@ -579,8 +581,7 @@ void LayerProgram::experts_grouped(vk::Recorder& r, int il, const ExpertBuffers&
     ops_.swiglu(r, a_.eg, a_.eu, uint64_t(slots) * F, lw.spec.act, &rows);
     r.barrier();
   }
-  // The down product's rows by routing pair: eo holds no padding slots.
-  ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, false, true, nullptr, f16_rows);
+  ids_mm(lw.down_exps, *w.down, a_.eg, F, a_.eo, E, true, nullptr, f16_rows);
   r.barrier();
   if (bias) {
     expert_biases(r, il, /*down=*/true, table, layout.tile_expert_off, kMoeTileRows, group_expert, slots,
