@@ -7,6 +7,8 @@ vkmoe_shader(attn_rope_store_sg_f16 attn_rope_store_sg.comp KV_F16=1 KV_Q8=0)
 vkmoe_shader(attn_rope_store_sg_f32 attn_rope_store_sg.comp KV_F16=0 KV_Q8=0)
 vkmoe_shader(attn_flash_f16 attn_flash.comp KV_F16=1 KV_Q8=0)
 vkmoe_shader(attn_flash_rope_f16 attn_flash.comp KV_F16=1 KV_Q8=0 ROPE_IN=1)
+# ... stamping the device clock at its steps' edges (VKMOE_FUSED_CLOCKS=1).
+vkmoe_shader(attn_flash_rope_f16_clock attn_flash.comp KV_F16=1 KV_Q8=0 ROPE_IN=1 CLOCKS=1)
 vkmoe_shader(attn_flash_f32 attn_flash.comp KV_F16=0 KV_Q8=0)
 vkmoe_shader(attn_flash_q8_0 attn_flash.comp KV_F16=0 KV_Q8=1)
 vkmoe_shader(attn_split_reduce attn_split_reduce.comp)

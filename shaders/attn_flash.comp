@@ -28,10 +28,15 @@
 // the shared-memory softmax runs instead.
 // KV_Q8: int8 quadruples packed in uints and an f16 scale per 32 values
 // (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
+// CLOCKS (with ROPE_IN, the _clock variant): invocation 0 of every workgroup
+// stamps the device clock at its steps' edges (vk_attention.h's AttnClock).
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
 #if KV_F16
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+#if CLOCKS
+#extension GL_EXT_shader_realtime_clock : require
 #endif
 #define WG 128
 layout(local_size_x = WG) in;
@@ -80,6 +85,7 @@ layout(push_constant) uniform P {
   uint tail_counter;  // split-K: 0, or 1 + the first counter of the split tail
   uint neox, n_rot, norm;  // ROPE_IN: attn_rope_store.comp's rotation and norm
   float eps, freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;
+  uint clock_base;  // CLOCKS: this dispatch's first stamp
 } p;
 
 shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
@@ -127,6 +133,24 @@ shared float rn_sh[BR + 1];              // inverse RMS of the q rows and the ke
 shared vec2 cs_sh[D / 2];                // mscale * (cos, sin) of each rotated pair
 #include "rope.glsl"
 #endif
+
+const uint CLK_START = 0, CLK_PROLOGUE = 1, CLK_TILES = 2, CLK_STORED = 3, CLK_COUNTED = 4, CLK_END = 5,
+           CLK_SLOTS = 8;
+#if CLOCKS
+#if !ROPE_IN
+#error "CLOCKS needs ROPE_IN (its bindings)"
+#endif
+layout(std430, binding = 11) writeonly buffer Stamps { uvec2 stamps[]; };
+#endif
+// Invocation 0 stamps the device clock into slot `slot` (CLOCKS only).
+void stamp(uint slot) {
+#if CLOCKS
+  if (gl_LocalInvocationID.x == 0) {
+    const uint wg = (gl_WorkGroupID.z * gl_NumWorkGroups.y + gl_WorkGroupID.y) * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+    stamps[p.clock_base + wg * CLK_SLOTS + slot] = clockRealtime2x32EXT();
+  }
+#endif
+}
 
 #include "attn_common.glsl"
 uint first_key(uint pos) { return first_key(pos, p.window); }
@@ -296,6 +320,7 @@ void combine_splits(uint r0, uint g) {
     if (tail_last) counter[c] = 0u;
   }
   barrier();
+  stamp(CLK_COUNTED);
   if (!tail_last) return;
   memoryBarrierBuffer();
   const uint rows = min(BR, p.n_rows - r0), RN = rows * n;
@@ -365,6 +390,7 @@ void combine_splits(uint r0, uint g) {
 }
 
 void main() {
+  stamp(CLK_START);
   const uint tid = gl_LocalInvocationID.x, g = gl_WorkGroupID.z, split = gl_WorkGroupID.y;
   // Blocks of later tokens see more keys: start them first.
   const uint r0 = (gl_NumWorkGroups.x - 1 - gl_WorkGroupID.x) * BR;
@@ -377,6 +403,7 @@ void main() {
 #if ROPE_IN
   const bool has_new = p.pos0 >= kv_lo && p.pos0 < kv_hi;
   rope_prologue(r0, g, has_new, has_new && r0 == 0);
+  stamp(CLK_PROLOGUE);
 #else
   if (Q_SHARED)
     for (uint i = tid; i < BR * D4; i += WG) {
@@ -530,6 +557,7 @@ void main() {
         }
     }
   }
+  stamp(CLK_TILES);
   if (sg_rows && lane == 0) {
     row_m[rt] = m_run;
     row_l[rt] = l_run;
@@ -559,5 +587,7 @@ void main() {
       }
     }
   }
+  stamp(CLK_STORED);
   if (p.n_split > 1 && p.tail_counter != 0) combine_splits(r0, g);
+  stamp(CLK_END);
 }

@@ -174,8 +174,10 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
     EXPECT_GT(differs, 0.0) << "the fused MoE dispatch did not run";
   }
   // The profile's step names say what the fused dispatch took; with clocks,
-  // its timeline has the steps' edges.
+  // its timeline has the steps' edges, and with an F16 cache (the attention
+  // folds the rope and stamps too) the attention's timeline follows.
   setenv("VKMOE_PROFILE", "1", 1);
+  o.kv_type = "f16";
   const std::vector<vk::DeviceInfo> devs = vk::list_devices();
   const bool clocks = std::all_of(devs.begin(), devs.end(), [](const vk::DeviceInfo& d) { return d.device_clock; });
   if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
@@ -189,6 +191,8 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   if (clocks) {
     EXPECT_NE(steps.find("one layer's timeline"), std::string::npos) << steps;
     EXPECT_NE(steps.find("gate/up: released"), std::string::npos) << steps;
+    EXPECT_NE(steps.find("attention between them"), std::string::npos) << steps;
+    EXPECT_NE(steps.find("rope prologue"), std::string::npos) << steps;
   }
   if (steps.find("GPU time per decoded token") == std::string::npos) {
     std::printf("no GPU timestamps on this device: the fused steps are not named\n");

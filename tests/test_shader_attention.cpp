@@ -298,6 +298,34 @@ RopeStoreArgs rope_store_args(const Buffer& q, const Buffer& k, const Buffer& k_
   return a;
 }
 
+// The folded attention's clock stamps at kClockBase (AttentionArgs::clocks):
+// a prefix of workgroups stamped every edge in order (the split count only
+// where a split tail ran), nothing else.
+constexpr uint32_t kClockBase = 3 * kAttnClockSlots;
+void expect_attention_stamps(const std::vector<uint64_t>& st, bool counted) {
+  using C = AttnClock;
+  for (uint32_t i = 0; i < kClockBase; ++i) ASSERT_EQ(st[i], 0u) << "before the base: " << i;
+  auto at = [&](uint32_t w, uint32_t slot) { return st[kClockBase + size_t(w) * kAttnClockSlots + slot]; };
+  uint32_t n = 0;
+  while (n < kAttnClockWorkgroups && at(n, uint32_t(C::Start))) ++n;
+  ASSERT_GT(n, 0u) << "no workgroup stamped its start";
+  const C order[] = {C::Start, C::Prologue, C::Tiles, C::Stored, C::Counted, C::End};
+  static_assert(sizeof order / sizeof *order == size_t(C::Count));
+  for (uint32_t w = 0; w < kAttnClockWorkgroups; ++w) {
+    uint64_t prev = 0;
+    for (uint32_t slot = 0; slot < kAttnClockSlots; ++slot) {
+      const bool want = w < n && slot < uint32_t(C::Count) && (order[slot] != C::Counted || counted);
+      if (!want) {
+        ASSERT_EQ(at(w, slot), 0u) << "workgroup " << w << " slot " << slot;
+        continue;
+      }
+      ASSERT_NE(at(w, slot), 0u) << "workgroup " << w << " " << attn_clock_name(order[slot]);
+      ASSERT_GE(at(w, slot), prev) << "workgroup " << w << " " << attn_clock_name(order[slot]);
+      prev = at(w, slot);
+    }
+  }
+}
+
 }  // namespace
 
 TEST(ShaderAttention, FlashMatchesReferenceOverShapesAndCacheTypes) {
@@ -791,8 +819,9 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             std::vector<float> o;
             std::vector<uint8_t> kc, vc;
             AttentionRecord rec;
+            std::vector<uint64_t> stamps;
           };
-          auto run = [&](bool fold) {
+          auto run = [&](bool fold, bool clocks = false) {
             Buffer bq = e.buf(q), bk = e.buf(k), bv = e.buf(v), bqw = e.buf(qw), bkw = e.buf(kw), bsk = e.buf(sk);
             Buffer bkc = e.cache(cache_k, KvType::F16, D, NKV), bvc = e.cache(cache_v, KvType::F16, D, NKV);
             Buffer bo = e.buf(std::vector<float>(NH * D, NAN));
@@ -838,6 +867,11 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
               EXPECT_TRUE(attention_folds_rope_store(*e.ctx, a, rs));
               a.rope = &rs;
             }
+            Buffer bclk = e.buf(std::vector<uint64_t>(kClockBase + kAttnClockWorkgroups * kAttnClockSlots, 0));
+            if (clocks) {
+              a.clocks = bclk;
+              a.clock_base = kClockBase;
+            }
             e.record([&](Recorder& r) {
               if (!fold) {
                 record_rope_store(r, rs);
@@ -848,6 +882,7 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             res.o = e.read(bo, NH * D);
             res.kc = e.read<uint8_t>(bkc, bkc.size());
             res.vc = e.read<uint8_t>(bvc, bvc.size());
+            if (clocks) res.stamps = e.read<uint64_t>(bclk, bclk.size() / 8);
             if (tail) {
               const auto c = e.read<uint32_t>(counters, 64);
               EXPECT_EQ(std::count(c.begin(), c.end(), 0u), 64) << "the split tail left a counter non-zero";
@@ -880,6 +915,14 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             sk16[i] = fp16_to_fp32(b);
           }
           EXPECT_LT(rel_err(fk, sk16), 2e-3);
+          // The _clock variant computes what the plain one does; its workgroups stamp their edges in order.
+          if (e.ctx->info().device_clock) {
+            const Run clk = run(true, true);
+            EXPECT_LT(rel_err(clk.o, fold.o), 1e-6);
+            ASSERT_EQ(clk.kc, fold.kc);
+            ASSERT_EQ(clk.vc, fold.vc);
+            expect_attention_stamps(clk.stamps, clk.rec.splits > 1 && clk.rec.split_tail);
+          }
         }
 }
 

@@ -142,8 +142,8 @@ GpuEngine::GpuEngine(const Model& m, const EngineOptions& o)
     if (!ctx_->info().device_clock || fused_grid == 0) {
       std::fprintf(stderr, "warning: VKMOE_FUSED_CLOCKS: this device has no shader device clock or no fused grid\n");
     } else {
-      fused_clocks_ = std::make_unique<FusedClocks>(*ctx_, uint32_t(c_.n_layer), fused_grid);
-      prog_->set_fused_clocks(&fused_clocks_->buffer(), fused_grid);
+      clocks_ = std::make_unique<DecodeClocks>(*ctx_, uint32_t(c_.n_layer), fused_grid);
+      prog_->set_clocks(clocks_.get());
     }
   }
 
@@ -432,7 +432,7 @@ void GpuEngine::decode_resident(int32_t token) {
   }
   done.wait();
   if (profile) collect_profile(/*prompt=*/false, 1);
-  if (fused_clocks_) fused_clocks_->collect();
+  if (clocks_) clocks_->collect();
 }
 
 // ---- profiling (VKMOE_PROFILE=1: GPU time per step of each decoded token and prompt ubatch) ----
@@ -508,7 +508,7 @@ std::string GpuEngine::stats_report() const {
     const std::string title = "GPU time per decoded token (" + std::to_string(prof_decode_.passes) + " tokens): ";
     report_steps(o, title.c_str(), prof_decode_.ns, prof_decode_.passes);
   }
-  if (fused_clocks_) o << fused_clocks_->report();
+  if (clocks_) o << clocks_->report();
   if (!offload_) return o.str() + "expert statistics: all experts resident in VRAM (no cache, no transfers)\n";
   const PrefillStats& p = prefill_stats_;
   if (p.layer_passes > 0) {

@@ -14,7 +14,7 @@
 #include "engine/forward/activations.h"
 #include "engine/forward/cpu_forward.h"
 #include "engine/forward/engine_select.h"
-#include "engine/forward/fused_clocks.h"
+#include "engine/forward/decode_clocks.h"
 #include "engine/forward/gpu_ops.h"
 #include "engine/forward/gpu_weights.h"
 #include "engine/forward/layer_program.h"
@@ -172,7 +172,7 @@ class GpuEngine final : public Engine {
   std::vector<const char*> prof_labels_;
   StepTimes prof_decode_, prof_prompt_;
   bool profiling_ = false;  // the command buffer being recorded takes timestamps
-  std::unique_ptr<FusedClocks> fused_clocks_;  // VKMOE_FUSED_CLOCKS=1
+  std::unique_ptr<DecodeClocks> clocks_;  // VKMOE_FUSED_CLOCKS=1
 };
 
 }  // namespace vkmoe

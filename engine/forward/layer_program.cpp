@@ -158,6 +158,10 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   // One token: the attention kernel norms, rotates and stores itself where it can.
   if (vk::attention_folds_rope_store(ops_.ctx(), at, rs)) {
     at.rope = &rs;
+    if (clocks_) {
+      at.clocks = clocks_->attention();
+      at.clock_base = DecodeClocks::attention_base(il);
+    }
   } else {
     vk::record_rope_store(r, rs);
     r.barrier();
@@ -412,9 +416,9 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   }
   a.flags = a_.non_finite;
   a.grid = f.grid;
-  if (fused_clocks_ && f.grid == clocks_grid_) {
-    a.clocks = *fused_clocks_;
-    a.clock_base = uint32_t(il) * f.grid * vk::kFusedClockSlots;
+  if (clocks_ && f.grid == clocks_->grid()) {
+    a.clocks = clocks_->fused();
+    a.clock_base = clocks_->fused_base(il);
   }
   if (f.out_proj) a.out_proj = vk::MoeFusedOutProj{g.wo.type, g.wo.buf, a_.att, uint32_t(c_.attn_out_dim())};
   if (f.next_qkv) {

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "engine/forward/activations.h"
+#include "engine/forward/decode_clocks.h"
 #include "engine/forward/gpu_ops.h"
 #include "engine/forward/gpu_weights.h"
 #include "engine/model/model.h"
@@ -82,13 +83,10 @@ class LayerProgram {
     uint32_t grid = 0;  // workgroups (vk::moe_fused_grid)
   };
   FusedDecode fused_decode(int il) const;
-  // Where set, the fused block's dispatches of a grid of `grid` stamp their
-  // steps' edges there (vk::MoeFusedDecodeArgs::clocks), layer il's at il *
-  // grid * kFusedClockSlots.
-  void set_fused_clocks(const vk::Buffer* clocks, uint32_t grid) {
-    fused_clocks_ = clocks;
-    clocks_grid_ = grid;
-  }
+  // Where set, the fused block's dispatches of clocks->grid() workgroups
+  // (vk::MoeFusedDecodeArgs::clocks) and the one-token attention
+  // (vk::AttentionArgs::clocks) stamp their steps' edges there.
+  void set_clocks(const DecodeClocks* clocks) { clocks_ = clocks; }
   // Decode: the k experts named by `ids` (expert or slot indices; < 0 skipped)
   // into eo rows; the caller combines. expert_ids: the expert of each item
   // when ids are slots (for the per-expert biases; null: ids are experts).
@@ -137,8 +135,7 @@ class LayerProgram {
   const GpuOps& ops_;
   vk::KvType kv_;
   Mark mark_;
-  const vk::Buffer* fused_clocks_ = nullptr;
-  uint32_t clocks_grid_ = 0;
+  const DecodeClocks* clocks_ = nullptr;
 };
 
 }  // namespace vkmoe

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,22 @@ constexpr uint32_t kMaxSplits = 64;  // split-K partials per q head (times token
 // 64 / 512 (43-44 of 3) 236.4-236.9, 128 / 128 (15 of 9) 243.8-244.2.
 constexpr uint32_t kMinSplitKeys = 96;
 constexpr uint32_t kTargetWorkgroups = 384;
+// For measuring: VKMOE_ATTN_SPLIT=min_keys,target_workgroups replaces them.
+struct SplitParams {
+  uint32_t min_keys = kMinSplitKeys, target_workgroups = kTargetWorkgroups;
+};
+const SplitParams& split_params() {
+  static const SplitParams p = [] {
+    SplitParams s;
+    unsigned k = 0, t = 0;
+    if (const char* v = std::getenv("VKMOE_ATTN_SPLIT"); v && std::sscanf(v, "%u,%u", &k, &t) == 2 && k && t) {
+      s.min_keys = k;
+      s.target_workgroups = t;
+    }
+    return s;
+  }();
+  return p;
+}
 
 struct RopeStorePush {
   uint32_t q_stride, kv_stride, pos0, head_dim, n_head, n_head_kv, neox, norm;
@@ -40,6 +58,7 @@ struct FlashPush {
   uint32_t neox, n_rot, norm;            // attn_flash_rope_*: RopeStorePush's
   float eps, freq_scale, ext_factor;
   RopeConsts rc;
+  uint32_t clock_base;  // _clock: this dispatch's first stamp
 };
 struct SplitReducePush {
   uint32_t head_dim, n_head, n_split, ml_off, o_stride, has_sinks;
@@ -159,7 +178,7 @@ uint32_t shared_cap(const Context& ctx, const AttentionArgs& a) {
   return a.max_shared_bytes ? std::min(a.max_shared_bytes, dev) : dev;
 }
 
-uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / kMinSplitKeys, 1, kMaxSplits); }
+uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / split_params().min_keys, 1, kMaxSplits); }
 
 // Head dimensions each cache type's shaders handle (vector loads; Q8_0 blocks).
 uint32_t dim_multiple(KvType t, uint32_t f32_multiple) {
@@ -174,6 +193,12 @@ uint32_t q8_row_uints(uint32_t head_dim, uint32_t n_head_kv) {
 }
 
 }  // namespace
+
+const char* attn_clock_name(AttnClock c) {
+  static const char* const names[] = {"start", "rope prologue", "key tiles", "stored", "split counted", "end"};
+  static_assert(sizeof names / sizeof *names == size_t(AttnClock::Count));
+  return c < AttnClock::Count ? names[uint32_t(c)] : "?";
+}
 
 const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : t == KvType::Q8_0 ? "q8_0" : "f32"; }
 
@@ -299,7 +324,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   uint32_t n_split = 1;
   if (a.scratch.buffer != VK_NULL_HANDLE) {
     const uint32_t base = row_blocks * a.n_head_kv;
-    const uint32_t want = (kTargetWorkgroups + base - 1) / base;
+    const uint32_t want = (split_params().target_workgroups + base - 1) / base;
     n_split = std::max<uint32_t>(1, std::min(want, max_splits(span) / a.n_tokens));
   }
   // Keys per split: whole tiles; recount the splits after rounding.
@@ -356,6 +381,15 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
     push.ext_factor = rs.rope.ext_factor;
     push.rc = rope_consts(rs.rope);
     bind.insert(bind.end(), {rs.k, rs.v, rs.norm ? rs.q_norm : a.q, rs.norm ? rs.k_norm : a.q});
+    if (a.clocks.buffer != VK_NULL_HANDLE) {
+      const uint64_t wgs = uint64_t(row_blocks) * n_split * a.n_head_kv;
+      if (!dev.device_clock || dev.max_storage_buffers < bind.size() + 1 || wgs > kAttnClockWorkgroups)
+        throw Error("internal error: attention clocks without a device clock or for too many workgroups");
+      check_range("clocks", a.clocks, (a.clock_base + wgs * kAttnClockSlots) * 8);
+      name += "_clock";
+      push.clock_base = a.clock_base;
+      bind.push_back(a.clocks);
+    }
   }
   const Pipeline& fp = ctx.pipeline(name, static_cast<uint32_t>(bind.size()), sizeof push, spec);
   rec.dispatch(fp, bind, &push, sizeof push, row_blocks, n_split, a.n_head_kv);

@@ -81,7 +81,19 @@ struct AttentionArgs {
   // o rows in f16 (o_stride in halfs): only where attention_uses_coopmat, for
   // an output projection on f16 rows.
   bool o_f16 = false;
+  // Where set with rope (the one-token path; a device clock needed): every
+  // workgroup stamps its AttnClock edges (uint64) at clocks[clock_base +
+  // workgroup * kAttnClockSlots + slot], workgroup = (kv head * splits +
+  // split) * row blocks + row block, at most kAttnClockWorkgroups of them.
+  BufferRange clocks;
+  uint32_t clock_base = 0;
 };
+// The edges the _clock attention kernel stamps (shaders/attn_flash.comp's
+// CLK_*): its start, the end of the rope prologue, of the key loop, of the
+// output or partial stores, the split tail's count (split only) and its end.
+enum class AttnClock : uint32_t { Start, Prologue, Tiles, Stored, Counted, End, Count };
+constexpr uint32_t kAttnClockSlots = 8, kAttnClockWorkgroups = 2048;
+const char* attn_clock_name(AttnClock c);
 // Whether record_attention can do rs's norm, rotation and cache store itself:
 // one token over an F16 cache with values (not latent), the flash kernel's
 // query tile in shared memory, and VKMOE_ATTN_ROPE_FOLD not 0.
