@@ -13,6 +13,10 @@
 //   4. with Q_WT: | barrier | xn = rmsnorm(x) * next_norm in every workgroup,
 //      then the next layer's q = wq . xn, k = wk . xn, v = wv . xn, rows
 //      spread over the grid.
+// Before step 0, with att_splits > 1: att = the one-token attention's split-K
+// partials combined (attn_flash.comp's layout, left by the attention for this
+// step instead of its split tail), chunks of att spread over the grid.
+//                                                                   | barrier
 // The last workgroup to finish resets the counters and, with next_norm but
 // without step 4, writes xn = rmsnorm(x) * next_norm (the next layer's input).
 // A dispatch boundary between dependent steps costs several microseconds on
@@ -86,7 +90,7 @@ layout(set = 0, binding = 10) coherent buffer C { uint counter[]; };
 layout(set = 0, binding = 11) readonly buffer NNW { vec4 next_norm_w4[]; };
 layout(set = 0, binding = 12) writeonly buffer XN { vec4 xn4[]; };
 layout(set = 0, binding = 13) buffer F { uint first_bad; };
-layout(set = 0, binding = 14) readonly buffer Att { vec4 att4[]; };
+layout(set = 0, binding = 14) coherent buffer Att { vec4 att4[]; };
 WEIGHTS(15, o)
 WEIGHTS(16, q)
 WEIGHTS(17, k)
@@ -94,8 +98,10 @@ WEIGHTS(18, v)
 layout(set = 0, binding = 19) writeonly buffer QO { float q_out[]; };
 layout(set = 0, binding = 20) writeonly buffer KO { float k_out[]; };
 layout(set = 0, binding = 21) writeonly buffer VO { float v_out[]; };
+layout(set = 0, binding = 22) readonly buffer AttPart { float att_part[]; };
+layout(set = 0, binding = 22) readonly buffer AttPart4 { vec4 att_part4[]; };
 #if CLOCKS
-layout(set = 0, binding = 22) writeonly buffer Clk { uvec2 stamps[]; };
+layout(set = 0, binding = 23) writeonly buffer Clk { uvec2 stamps[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -108,6 +114,7 @@ layout(push_constant) uniform Push {
   float topk_scale;
   uint glu_act, next_norm;
   uint att_dim, q_dim, kv_dim;  // wo's columns; rows of wq and of wk, wv
+  uint att_splits, att_ml_off, head_dim;  // > 1: att from att_part (pairs from float att_ml_off), heads of head_dim
   uint clock_base;  // CLOCKS: this dispatch's first stamp
 } p;
 
@@ -167,9 +174,10 @@ float sum_over_lanes(float v, uint L) {
 #include "moe_topk.glsl"
 
 // Slots of one workgroup's stamps (vk_moe_fused.h's FusedClock).
-const uint CLK_START = 0, CLK_OUT_ARRIVE = 1, CLK_OUT_LEAVE = 2, CLK_ROUTER_ARRIVE = 3, CLK_ROUTER_LEAVE = 4,
-           CLK_TOPK = 5, CLK_GU_ARRIVE = 6, CLK_GU_LEAVE = 7, CLK_H_QUANT = 8, CLK_DOWN_ARRIVE = 9,
-           CLK_DOWN_LEAVE = 10, CLK_NEXT_NORM = 11, CLK_END = 12, CLK_SLOTS = 16;
+const uint CLK_START = 0, CLK_ATT_ARRIVE = 1, CLK_ATT_LEAVE = 2, CLK_OUT_ARRIVE = 3, CLK_OUT_LEAVE = 4,
+           CLK_ROUTER_ARRIVE = 5, CLK_ROUTER_LEAVE = 6, CLK_TOPK = 7, CLK_GU_ARRIVE = 8, CLK_GU_LEAVE = 9,
+           CLK_H_QUANT = 10, CLK_DOWN_ARRIVE = 11, CLK_DOWN_LEAVE = 12, CLK_NEXT_NORM = 13, CLK_END = 14,
+           CLK_SLOTS = 16;
 // Invocation 0 stamps the device clock into slot `slot` (CLOCKS only).
 void stamp(uint slot) {
 #if CLOCKS
@@ -219,6 +227,48 @@ float wg_add(float v) {
   for (uint i = 0; i < gl_NumSubgroups; ++i) s += sg_sum[i];
   barrier();
   return s;
+}
+
+// att = the attention's split-K partials combined: per split s of head h
+// (partial row h * n + s) an unnormalized output, its running max m (base 2)
+// and sum l. Chunks of CW vec4 columns of a head spread over the grid;
+// invocation (column, split) loads its partial and pair in one round, and the
+// max, the weighted outputs and sums are reduced by subgroups (64 / subgroup
+// size of them per column) and then through shared memory.
+shared float sg_max[64];
+shared vec4 sg_sum4[64];
+void combine_att() {
+  const uint CW = WG / 64, n = p.att_splits, D4 = p.head_dim / 4, per = 64 / gl_SubgroupSize;
+  const uint col = gl_LocalInvocationID.x / 64, s = gl_LocalInvocationID.x % 64, sg = gl_SubgroupID;
+  for (uint chunk = gl_WorkGroupID.x; chunk < p.att_dim / (4 * CW); chunk += p.grid) {
+    const uint c4 = chunk * CW + col, pr = (c4 / D4) * n + s;
+    const bool ok = s < n;
+    const vec4 v = ok ? att_part4[pr * D4 + c4 % D4] : vec4(0);
+    const float m = ok ? att_part[p.att_ml_off + 2 * pr] : -1e30, l = ok ? att_part[p.att_ml_off + 2 * pr + 1] : 0.0;
+    const float mx = subgroupMax(m);
+    if (subgroupElect()) sg_max[sg] = mx;
+    barrier();
+    float big = -1e30;
+    for (uint i = 0; i < per; ++i) big = max(big, sg_max[col * per + i]);
+    const float w = ok ? exp2(m - big) : 0.0;
+    const vec4 a = subgroupAdd(w * v);
+    const float wl = subgroupAdd(w * l);
+    if (subgroupElect()) {
+      sg_sum4[sg] = a;
+      sg_sum[sg] = wl;
+    }
+    barrier();
+    if (s == 0) {
+      vec4 acc = vec4(0);
+      float sum = 0.0;
+      for (uint i = 0; i < per; ++i) {
+        acc += sg_sum4[col * per + i];
+        sum += sg_sum[col * per + i];
+      }
+      att4[c4] = acc / sum;
+    }
+    barrier();  // sg_max, sg_sum4 and sg_sum again
+  }
 }
 
 // xq, xds = int8 blocks (q8x_quantize_block's) of n values (n % 32 == 0),
@@ -358,8 +408,12 @@ void main() {
   uint barriers = 0;
   stamp(CLK_START);
 
-  // 0. The attention output projection into x.
+  // 0. The attention output projection into x (att first combined from its splits).
   if (O_WT != 0) {
+    if (p.att_splits > 1) {
+      combine_att();
+      grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
+    }
 #define ATT4(i) att4[i]
     QUANTIZE_COOP(p.att_dim, ATT4)
 #undef ATT4

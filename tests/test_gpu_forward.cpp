@@ -203,6 +203,41 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   const bool qkv = GetParam() != "arch=olmoe";
   EXPECT_EQ(steps.find("MoE block + next q/k/v") != std::string::npos, qkv) << steps;
 }
+// Past ~200 positions a decoded token's keys split over workgroups, and the
+// fused block combines the attention's partials before its output projection
+// (instead of the attention's split tail): logits stay within the int8 and
+// f16-cache rounding of the CPU reference, and with clocks the block's
+// timeline has that step.
+TEST(GpuForwardFusedMoeLong, SplitAttentionCombinedInTheBlock) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto m = synth("arch=qwen3moe,quant=Q4_K_M", seed);
+  EngineOptions o;
+  o.n_ctx = 300;
+  o.kv_type = "f16";
+  o.gemm = "tiled";
+  o.gpu_q8 = EngineOptions::GpuQ8::On;
+  const std::vector<vk::DeviceInfo> devs = vk::list_devices();
+  const bool clocks = std::all_of(devs.begin(), devs.end(), [](const vk::DeviceInfo& d) { return d.device_clock; });
+  if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
+  setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
+  auto fused = make_engine(*m, o);
+  std::vector<int32_t> prompt(250);
+  std::mt19937 rng{uint32_t(seed)};
+  for (auto& t : prompt) t = int32_t(rng() % m->config().n_vocab);
+  fused->eval(prompt);
+  CpuForward ref(*m, o.n_ctx);
+  int8_decode_near_cpu(ref, prompt, [&](int32_t t) { return fused->eval({t}); });
+  for (const char* v : {"VKMOE_FUSED_CLOCKS", "VKMOE_MOE_FUSED_GRID"}) unsetenv(v);
+  if (!clocks) {
+    std::printf("no device clock: the combining step is not seen\n");
+    return;
+  }
+  const std::string steps = fused->stats_report();
+  EXPECT_NE(steps.find("att combined: released"), std::string::npos) << steps;
+  EXPECT_EQ(steps.find("split counted"), std::string::npos) << "the attention's split tail ran: " << steps;
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardFusedMoe, ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=llama"),
                          [](const auto& info) { return info.param.substr(5); });
 

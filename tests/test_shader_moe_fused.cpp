@@ -125,6 +125,10 @@ struct Extra {
   uint32_t A, Q, KV;  // wo's columns, q's and k's/v's rows
   Expert wo, wq, wk, wv;
   std::vector<float> att;
+  // splits > 1: att comes as a one-token attention's split-K partials
+  // (AttentionRecord's layout, pairs from float ml_off) for the kernel to combine.
+  std::vector<float> parts;
+  uint32_t splits = 1, ml_off = 0, head_dim = 0;
   Extra(Block& b, GgmlType o_, GgmlType q_, GgmlType k_, GgmlType v_, uint32_t A_, uint32_t Q_, uint32_t KV_)
       : o(o_), q(q_), k(k_), v(v_), A(A_), Q(Q_), KV(KV_) {
     wo = b.make(o, A, b.c.E);
@@ -141,6 +145,7 @@ struct Out {
   std::vector<uint32_t> counters;
   uint32_t flag;
   std::vector<uint64_t> stamps;  // with clocks: grid * kFusedClockSlots
+  std::vector<float> att;        // with an output projection: att after the dispatch
 };
 
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
@@ -183,11 +188,19 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
   a.flags = bf;
   a.grid = grid;
   a.lanes = lanes;
-  Buffer bo, batt, bwq, bwk, bwv, bq, bk, bv;
+  Buffer bo, batt, bparts, bwq, bwk, bwv, bq, bk, bv;
   if (extra) {
     bo = e.buf(extra->wo.q);
-    batt = e.buf(extra->att);
+    const bool split = extra->splits > 1;
+    batt = e.buf(split ? std::vector<float>(extra->A, kNaN) : extra->att);
     a.out_proj = MoeFusedOutProj{extra->o, bo, batt, extra->A};
+    if (split) {
+      bparts = e.buf(extra->parts);
+      a.out_proj->parts = bparts;
+      a.out_proj->splits = extra->splits;
+      a.out_proj->ml_off = extra->ml_off;
+      a.out_proj->head_dim = extra->head_dim;
+    }
     bwq = e.buf(extra->wq.q);
     bwk = e.buf(extra->wk.q);
     bwv = e.buf(extra->wv.q);
@@ -215,6 +228,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
         e.read<uint32_t>(bc, 8),
         e.read<uint32_t>(bf, 1)[0]};
   if (extra) {
+    o.att = e.read<float>(batt, extra->A);
     o.q = e.read<float>(bq, extra->Q);
     o.k = e.read<float>(bk, extra->KV);
     o.v = e.read<float>(bv, extra->KV);
@@ -414,6 +428,70 @@ TEST(ShaderMoeFused, OutProjAndNextQkvMatchHostReference) {
   }
 }
 
+// att given as split-K attention partials (heads of head_dim, 2 to 64
+// splits): the kernel's combined att matches the double-precision combination
+// within 1e-5, and the rest of the dispatch computes exactly what it does from
+// that att given whole.
+TEST(ShaderMoeFused, SplitAttentionCombinedBeforeOutProj) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const Case& c = kCases[0];
+  if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+  Block b(c, e);
+  const uint32_t A = 1024;
+  std::uniform_real_distribution<float> um(-6.f, 6.f), ul(0.5f, 20.f);
+  for (uint32_t D : {64u, 128u})
+    for (uint32_t n : {2u, 33u, 64u}) {
+      SCOPED_TRACE("head_dim " + std::to_string(D) + " splits " + std::to_string(n));
+      if (!moe_fused_combines_att(e.ctx->info(), A, D, n)) GTEST_SKIP() << "the device's subgroups or workgroups";
+      Extra split(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, A, 1024, 256);
+      const uint32_t rows = A / D * n;
+      split.splits = n;
+      split.head_dim = D;
+      split.ml_off = rows * D + 4;  // not right after the partials
+      split.parts = e.randn(size_t(split.ml_off) + 2 * rows, 3.f);
+      std::vector<double> want(A);
+      for (uint32_t h = 0; h < A / D; ++h) {
+        double big = -1e300;
+        for (uint32_t s = 0; s < n; ++s) {
+          float& m = split.parts[split.ml_off + 2 * (h * n + s)];
+          m = um(e.rng);
+          split.parts[split.ml_off + 2 * (h * n + s) + 1] = ul(e.rng);
+          big = std::max(big, double(m));
+        }
+        for (uint32_t d = 0; d < D; ++d) {
+          double acc = 0, sum = 0;
+          for (uint32_t s = 0; s < n; ++s) {
+            const size_t pr = h * n + s;
+            const double w = std::exp2(split.parts[split.ml_off + 2 * pr] - big);
+            acc += w * split.parts[pr * D + d];
+            sum += w * split.parts[split.ml_off + 2 * pr + 1];
+          }
+          want[h * D + d] = acc / sum;
+        }
+      }
+      for (uint32_t grid : grids(e)) {
+        SCOPED_TRACE("grid " + std::to_string(grid));
+        const std::vector<float> x = e.randn(c.E, 1.5f);
+        const Out o = run_block(e, b, x, grid, 5, 7, &split);
+        double scale = 0;
+        for (double v : want) scale = std::max(scale, std::fabs(v));
+        for (uint32_t i = 0; i < A; ++i) ASSERT_NEAR(o.att[i], want[i], 1e-5 * scale) << "att " << i;
+        Extra whole = split;
+        whole.splits = 1;
+        whole.att = o.att;
+        const Out w = run_block(e, b, x, grid, 5, 7, &whole);
+        EXPECT_EQ(o.x, w.x);
+        EXPECT_EQ(o.q, w.q);
+        EXPECT_EQ(o.k, w.k);
+        EXPECT_EQ(o.v, w.v);
+        EXPECT_EQ(o.ids, w.ids);
+        EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0));
+        EXPECT_EQ(o.flag, 99u);
+      }
+    }
+}
+
 TEST(ShaderMoeFused, NonFiniteInputLowersTheFlag) {
   test::VkEnv e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -450,19 +528,22 @@ TEST(ShaderMoeFused, ClockStampsFollowTheSteps) {
     ASSERT_EQ(o.ids, plain.ids);
     for (uint32_t i = 0; i < c.E; ++i) ASSERT_NEAR(o.x[i], plain.x[i], 1e-5 * std::fabs(plain.x[i]) + 1e-6) << i;
     for (uint32_t i = 0; i < x_.Q; ++i) ASSERT_NEAR(o.q[i], plain.q[i], 1e-5 * std::fabs(plain.q[i]) + 1e-6) << i;
-    const C order[] = {C::Start,       C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
-                       C::TopK,        C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
-                       C::DownLeave,   C::NextNorm,      C::End};
-    static_assert(sizeof order / sizeof *order == size_t(C::Count));
+    // Without attention splits to combine, no att edges.
+    const C order[] = {C::Start,      C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
+                       C::TopK,       C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
+                       C::DownLeave,  C::NextNorm,      C::End};
+    static_assert(sizeof order / sizeof *order + 2 == size_t(C::Count));
     for (uint32_t w = 0; w < grid; ++w) {
       const uint64_t* st = &o.stamps[size_t(w) * kFusedClockSlots];
-      for (uint32_t i = 0; i < uint32_t(C::Count); ++i) {
+      uint32_t stamped = 0;
+      for (size_t i = 0; i < std::size(order); ++i) {
         ASSERT_NE(st[uint32_t(order[i])], 0u) << "workgroup " << w << " " << fused_clock_name(order[i]);
         if (i > 0) {
           ASSERT_GE(st[uint32_t(order[i])], st[uint32_t(order[i - 1])]) << fused_clock_name(order[i]);
         }
       }
-      for (uint32_t k = uint32_t(C::Count); k < kFusedClockSlots; ++k) EXPECT_EQ(st[k], 0u) << "slot " << k;
+      for (uint32_t k = 0; k < kFusedClockSlots; ++k) stamped += st[k] != 0;
+      EXPECT_EQ(stamped, std::size(order)) << "workgroup " << w << ": slots stamped";
     }
   }
 }
@@ -474,7 +555,7 @@ struct Push {
   float eps;
   uint32_t check_in, check_out, gu_stride, dn_stride, grid, counter, spin_limit, topk_normalize, topk_gating;
   float topk_scale;
-  uint32_t glu_act, next_norm, att_dim, q_dim, kv_dim, clock_base;
+  uint32_t glu_act, next_norm, att_dim, q_dim, kv_dim, att_splits, att_ml_off, head_dim, clock_base;
 };
 
 TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
@@ -487,7 +568,7 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
   const uint32_t wg = std::min<uint32_t>(512, std::bit_floor(d.max_workgroup_invocations));
   const uint32_t lanes = std::min<uint32_t>(32, std::bit_floor(d.subgroup_size));
   const Pipeline& p = e.ctx->pipeline(
-      "moe_decode_fused", 22, sizeof(Push),
+      "moe_decode_fused", 23, sizeof(Push),
       {wg, std::max(c.E, c.K * c.F) / 4, c.E / 4, /*Q4_K*/ 5, 5, 0, 0, 0, 0, lanes, lanes, lanes, lanes});
   Buffer bx = e.buf(e.randn(c.E)), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q),
          bu = e.buf(b.up.q), bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N)),
@@ -495,9 +576,10 @@ TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {
          bw = e.buf(std::vector<float>(c.K)), bc = e.buf(std::vector<uint32_t>(2, 0)),
          bf = e.buf(std::vector<uint32_t>(1, 99));
   const Push push{c.E, c.F, c.N, c.K, 1e-6f, 0, 0, uint32_t(b.gu_stride), uint32_t(b.dn_stride),
-                  /*grid*/ 2, 0, /*spin_limit*/ 1000, 0, 0, 1.f, 0, 0, 0, 0, 0, 0};
+                  /*grid*/ 2, 0, /*spin_limit*/ 1000, 0, 0, 1.f, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   e.record([&](Recorder& r) {
-    r.dispatch(p, {bx, bn, br, bg, bu, bd, bl, bh, bi, bw, bc, bx, bx, bf, bx, bx, bx, bx, bx, bx, bx, bx}, push, 1);
+    r.dispatch(p, {bx, bn, br, bg, bu, bd, bl, bh, bi, bw, bc, bx, bx, bf, bx, bx, bx, bx, bx, bx, bx, bx, bx}, push,
+               1);
   });
   EXPECT_EQ(e.read<uint32_t>(bf, 1)[0], 1u) << "the lost wait lowers the flag to 1";
   EXPECT_TRUE(std::isnan(e.read<float>(bx, 1)[0])) << "and poisons x";

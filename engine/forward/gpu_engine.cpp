@@ -352,9 +352,9 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
     bool ffn_normed = false;
     const bool moe = m_.layers()[il].spec.moe;
     // A decoded token's MoE block in one dispatch, with what else it takes.
-    const LayerProgram::FusedDecode fused = n == 1 && moe ? prog_->fused_decode(il) : LayerProgram::FusedDecode{};
+    LayerProgram::FusedDecode fused = n == 1 && moe ? prog_->fused_decode(il) : LayerProgram::FusedDecode{};
     n = prog_->attention(*r, il, pos0, n, in, keep_rows(il, logits), moe && fold_ffn_norm ? &ffn_normed : nullptr,
-                         fused.out_proj);
+                         &fused);
     in = AttnIn::X;
     if (n == 0) return;  // nothing reads this ubatch's last hidden states
     if (moe) {

@@ -83,7 +83,8 @@ std::vector<vk::GemmSplitSum> LayerProgram::project_gqa(vk::Recorder& r, int il,
 }
 
 uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, AttnIn in, Keep keep,
-                                 bool* ffn_normed, bool leave_out_proj) const {
+                                 bool* ffn_normed, FusedDecode* fused) const {
+  const bool leave_out_proj = fused && fused->out_proj;
   const GpuLayer& g = g_.layers[il];
   const LayerSpec& spec = m_.layers()[il].spec;
   const uint32_t E = c_.n_embd, Q = c_.q_dim(), KV = c_.kv_dim(), D = c_.head_dim;
@@ -179,7 +180,15 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   // The output projection's input rows in f16 where both kernels take them.
   at.o_f16 = !leave_out_proj && !spec.mla && ops_.takes_f16_rows(g.wo.type, n) &&
              vk::attention_uses_coopmat(ops_.ctx(), at);
-  vk::record_attention(r, at);
+  // One token whose output the fused block projects: its splits combined there.
+  static const bool combine_in_block = !vk::env_off("VKMOE_FUSED_ATT_SPLITS");
+  at.leave_splits = leave_out_proj && combine_in_block && n == 1 && !spec.sinks &&
+                    vk::moe_fused_combines_att(ops_.ctx().info(), c_.attn_out_dim(), D, vk::kMaxAttentionSplits);
+  const vk::AttentionRecord rec = vk::record_attention(r, at);
+  if (fused) {
+    fused->att_splits = rec.splits_left ? rec.splits : 1;
+    fused->att_ml_off = rec.ml_off;
+  }
   r.barrier();
   mark_(r, "attention");
   if (leave_out_proj) return n;
@@ -420,7 +429,9 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
     a.clocks = clocks_->fused();
     a.clock_base = clocks_->fused_base(il);
   }
-  if (f.out_proj) a.out_proj = vk::MoeFusedOutProj{g.wo.type, g.wo.buf, a_.att, uint32_t(c_.attn_out_dim())};
+  if (f.out_proj)
+    a.out_proj = vk::MoeFusedOutProj{g.wo.type,     g.wo.buf,     a_.att,    uint32_t(c_.attn_out_dim()),
+                                     a_.attn_scratch, f.att_splits, f.att_ml_off, uint32_t(c_.head_dim)};
   if (f.next_qkv) {
     if (!next_norm) throw Error("internal error: the fused block's q/k/v need the next layer's norm");
     const GpuLayer& ng = g_.layers[il + 1];

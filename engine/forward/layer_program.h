@@ -45,10 +45,12 @@ class LayerProgram {
   // Attention block; leaves x += attention for the rows `keep` names and
   // returns how many rows that is. With ffn_normed, a ubatch's output
   // projection may also write xn = ffn_norm(x) (in its split-K sum) and then
-  // sets *ffn_normed. leave_out_proj: the attention output stays in att
-  // (f32), for the fused MoE block to project (FusedDecode::out_proj).
+  // sets *ffn_normed. With fused->out_proj the attention output stays in att
+  // (f32) for the fused MoE block to project, or, where one token's keys split,
+  // in its partials for the block to combine first (fused->att_splits).
+  struct FusedDecode;
   uint32_t attention(vk::Recorder& r, int il, uint32_t pos0, uint32_t n, AttnIn in, Keep keep = Keep::All,
-                     bool* ffn_normed = nullptr, bool leave_out_proj = false) const;
+                     bool* ffn_normed = nullptr, FusedDecode* fused = nullptr) const;
   // xn = ffn_norm(x), for the FFN blocks that read xn.
   void ffn_norm(vk::Recorder& r, int il, uint32_t n) const;
   // x += dense SwiGLU FFN of ffn_norm(x) (computed here).
@@ -68,7 +70,6 @@ class LayerProgram {
   // copy that layer's q/k/v take); returns whether it did. ffn_normed: xn
   // already holds ffn_norm(x) (see attention).
   // fused: what a decoded token's fused block takes (fused_decode(il)).
-  struct FusedDecode;
   bool moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTensor* next_norm, bool ffn_normed = false,
                     const FusedDecode* fused = nullptr) const;
   // A decoded token's resident MoE block in one dispatch of workgroups that
@@ -81,6 +82,10 @@ class LayerProgram {
   struct FusedDecode {
     bool block = false, out_proj = false, next_qkv = false;
     uint32_t grid = 0;  // workgroups (vk::moe_fused_grid)
+    // Set by attention(): > 1 where it left its split-K partials in
+    // attn_scratch (pairs from float att_ml_off) for the block to combine
+    // (VKMOE_FUSED_ATT_SPLITS=0: the attention's split tail combines them).
+    uint32_t att_splits = 1, att_ml_off = 0;
   };
   FusedDecode fused_decode(int il) const;
   // Where set, the fused block's dispatches of clocks->grid() workgroups

@@ -14,7 +14,6 @@ namespace vkmoe::vk {
 namespace {
 
 constexpr uint32_t kFlashWorkgroup = 128;  // WG of attn_flash.comp
-constexpr uint32_t kMaxSplits = 64;  // split-K partials per q head (times tokens); <= MAX_SPLIT of attn_split_reduce.comp
 // Split-K decode: a split covers at least kMinSplitKeys positions; split until
 // a dispatch has about kTargetWorkgroups. H100, Qwen3-30B-A3B at depth 4096
 // (docs/PERF.md run 27 call 5; keys per split round up to whole tiles): 96 / 384
@@ -178,7 +177,7 @@ uint32_t shared_cap(const Context& ctx, const AttentionArgs& a) {
   return a.max_shared_bytes ? std::min(a.max_shared_bytes, dev) : dev;
 }
 
-uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / split_params().min_keys, 1, kMaxSplits); }
+uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / split_params().min_keys, 1, kMaxAttentionSplits); }
 
 // Head dimensions each cache type's shaders handle (vector loads; Q8_0 blocks).
 uint32_t dim_multiple(KvType t, uint32_t f32_multiple) {
@@ -358,7 +357,10 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   // The tail keeps each row's (max, sum) of every split in the tiles' shared memory.
   static const bool tail_off = env_off("VKMOE_ATTN_SPLIT_TAIL");
   const bool tail_fits = 2 * std::min(s.br, rows) * n_split <= tile_scratch_floats(s, D);
-  const bool tail = n_split > 1 && tail_fits && !tail_off && a.counters.buffer != VK_NULL_HANDLE &&
+  if (a.leave_splits && (a.n_tokens != 1 || has_sinks))
+    throw Error("internal error: attention splits left for the caller with several tokens or sinks");
+  const bool left = n_split > 1 && a.leave_splits;
+  const bool tail = n_split > 1 && !left && tail_fits && !tail_off && a.counters.buffer != VK_NULL_HANDLE &&
                     (uint64_t(a.counter_index) + n_counters) * 4 <= a.counters.range;
   push.tail_counter = tail ? a.counter_index + 1 : 0;
   push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;
@@ -393,12 +395,13 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   }
   const Pipeline& fp = ctx.pipeline(name, static_cast<uint32_t>(bind.size()), sizeof push, spec);
   rec.dispatch(fp, bind, &push, sizeof push, row_blocks, n_split, a.n_head_kv);
-  if (n_split == 1 || tail) return {n_split, tail, a.rope != nullptr, s.subgroup_rows};
+  if (n_split == 1 || tail || left)
+    return {n_split, tail, left, left ? push.ml_off : 0u, a.rope != nullptr, s.subgroup_rows};
   rec.barrier();
   const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride, has_sinks ? 1u : 0u};
   const Pipeline& p = ctx.pipeline("attn_split_reduce", 3, sizeof rp);
   rec.dispatch(p, {a.scratch, a.o, has_sinks ? a.sinks : a.scratch}, rp, a.n_tokens * a.n_head);
-  return {n_split, false, a.rope != nullptr, s.subgroup_rows};
+  return {n_split, false, false, 0, a.rope != nullptr, s.subgroup_rows};
 }
 
 }  // namespace vkmoe::vk

@@ -52,6 +52,8 @@ bool rope_store_uses_subgroups(const Context& ctx, const RopeStoreArgs& a);
 // (n_tokens 1) splits long contexts over workgroups. Keys outside every
 // query's window are never read (decode cost O(window)). k_cache and v_cache
 // may be the same rows (latent attention: the values are the keys).
+// Split-K partials per q head (times tokens); <= MAX_SPLIT of attn_split_reduce.comp.
+constexpr uint32_t kMaxAttentionSplits = 64;
 struct AttentionArgs {
   BufferRange q, k_cache, v_cache, o;
   uint32_t q_stride = 0, o_stride = 0;  // floats between tokens
@@ -81,6 +83,11 @@ struct AttentionArgs {
   // o rows in f16 (o_stride in halfs): only where attention_uses_coopmat, for
   // an output projection on f16 rows.
   bool o_f16 = false;
+  // One token without sinks: where the keys split, the partials stay in
+  // scratch for the caller to combine (AttentionRecord::splits_left; the fused
+  // MoE block's first step, vk_moe_fused.h) and o is not written: no split
+  // tail, no reduce dispatch.
+  bool leave_splits = false;
   // Where set with rope (the one-token path; a device clock needed): every
   // workgroup stamps its AttnClock edges (uint64) at clocks[clock_base +
   // workgroup * kAttnClockSlots + slot], workgroup = (kv head * splits +
@@ -111,6 +118,11 @@ bool attention_uses_coopmat(const Context& ctx, const AttentionArgs& a);
 struct AttentionRecord {
   uint32_t splits = 1;
   bool split_tail = false;
+  // leave_splits took effect: per (token, q head) row r = t * n_head + h its
+  // splits' unnormalized outputs at scratch floats (r * splits + s) * head_dim
+  // and their (max base 2, sum) pairs at ml_off + 2 * (r * splits + s).
+  bool splits_left = false;
+  uint32_t ml_off = 0;
   bool rope_folded = false;
   bool subgroup_rows = false;  // the subgroup-row shape (the kernel falls back where subgroups differ at run time)
 };

@@ -26,11 +26,12 @@ struct FusedPush {
   float topk_scale;
   uint32_t glu_act, next_norm;
   uint32_t att_dim, q_dim, kv_dim;
+  uint32_t att_splits, att_ml_off, head_dim;
   uint32_t clock_base;
 };
 
 constexpr const char* kKernel = "moe_decode_fused";
-constexpr uint32_t kBindings = 22;  // the clock variant: one more
+constexpr uint32_t kBindings = 23;  // the clock variant: one more
 constexpr uint32_t kMaxWorkgroup = 512, kMaxExperts = 1024, kMaxTopk = 64, kTopkShared = 512;
 // Polls of a grid barrier before it gives up (seconds on any device, far more
 // than a token's whole block takes).
@@ -93,7 +94,8 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 }  // namespace
 
 const char* fused_clock_name(FusedClock c) {
-  static const char* const names[] = {"start",          "out proj: arrived",  "out proj: released",
+  static const char* const names[] = {"start",          "att combined: arrived", "att combined: released",
+                                      "out proj: arrived",  "out proj: released",
                                       "router: arrived", "router: released",   "top-k done",
                                       "gate/up: arrived", "gate/up: released", "h quantized",
                                       "down: arrived",   "down: released",     "next norm done",
@@ -137,6 +139,12 @@ bool moe_fused_takes_out_proj(const DeviceInfo& d, GgmlType type, uint32_t n_emb
          shared_bytes(workgroup_for(d), n_embd, xq_words(n_embd, n_ff, k, att_dim)) <= d.max_shared_memory_bytes;
 }
 
+bool moe_fused_combines_att(const DeviceInfo& d, uint32_t att_dim, uint32_t head_dim, uint32_t splits) {
+  const uint32_t wg = workgroup_for(d), chunk = 4 * (wg / 64);
+  return wg >= 64 && d.subgroup_size <= 64 && 64 % d.subgroup_size == 0 && splits <= 64 && head_dim > 0 &&
+         head_dim % chunk == 0 && att_dim % head_dim == 0;
+}
+
 bool moe_fused_takes_qkv(GgmlType q, GgmlType k, GgmlType v, uint32_t n_embd, uint32_t q_dim, uint32_t kv_dim) {
   return q_dim > 0 && kv_dim > 0 && takes_matrix(q, q_dim, n_embd) && takes_matrix(k, kv_dim, n_embd) &&
          takes_matrix(v, kv_dim, n_embd);
@@ -175,6 +183,13 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       throw Error("internal error: moe_decode_fused does not take this output projection");
     check_binding(kKernel, "wo", o.w, E * row_bytes(o.type, o.att_dim));
     check_binding(kKernel, "att", o.att, uint64_t(o.att_dim) * 4);
+    if (o.splits > 1) {
+      if (!moe_fused_combines_att(d, o.att_dim, o.head_dim, o.splits))
+        throw Error("internal error: moe_decode_fused does not combine these attention splits");
+      const uint64_t rows = uint64_t(o.att_dim / o.head_dim) * o.splits;
+      if (o.ml_off < rows * o.head_dim) throw Error("internal error: moe_decode_fused split pairs overlap the partials");
+      check_binding(kKernel, "attention partials", o.parts, (uint64_t(o.ml_off) + 2 * rows) * 4);
+    }
   }
   const MoeFusedNextQkv n = a.next_qkv.value_or(MoeFusedNextQkv{});
   if (a.next_qkv) {
@@ -221,6 +236,9 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        o.att_dim,
                        n.q_dim,
                        n.kv_dim,
+                       o.splits > 1 ? o.splits : 0u,
+                       o.ml_off,
+                       o.head_dim,
                        a.clock_base};
   const Pipeline& p = ctx.pipeline(
       clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0), sizeof(FusedPush),
@@ -233,7 +251,8 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   std::vector<BufferRange> bind = {
       a.x,         a.ffn_norm, a.router_w, a.gate,     a.up,       a.down,     a.logits,  a.h,
       a.ids,       a.weights,  a.counters, or_x(a.next_norm), a.next_qkv ? a.x : or_x(a.xn), a.flags,
-      or_x(o.att), or_x(o.w),  or_x(n.wq), or_x(n.wk), or_x(n.wv), or_x(n.q),  or_x(n.k), or_x(n.v)};
+      or_x(o.att), or_x(o.w),  or_x(n.wq), or_x(n.wk), or_x(n.wv), or_x(n.q),  or_x(n.k), or_x(n.v),
+      o.splits > 1 ? o.parts : a.x};
   if (clocks) bind.push_back(a.clocks);
   rec.dispatch(p, bind, &push, sizeof push, grid);
 }

@@ -23,6 +23,11 @@ struct MoeFusedOutProj {
   GgmlType type = GgmlType::F32;
   BufferRange w, att;  // att: att_dim floats
   uint32_t att_dim = 0;
+  // splits > 1: att is first written from a one-token attention's split-K
+  // partials in parts (AttentionArgs::leave_splits: heads of head_dim, the
+  // (max, sum) pairs from float ml_off); see moe_fused_combines_att.
+  BufferRange parts;
+  uint32_t splits = 1, ml_off = 0, head_dim = 0;
 };
 
 // After the block: xn = rmsnorm(x) * next_norm (kept in the kernel, not
@@ -65,7 +70,7 @@ struct MoeFusedDecodeArgs {
 // The steps' edges the _clock kernel stamps (shaders/moe_decode_fused.comp's
 // CLK_*): a grid barrier's arrival and departure, and points inside steps.
 enum class FusedClock : uint32_t {
-  Start, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave, TopK, GateUpArrive, GateUpLeave, HQuantized,
+  Start, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave, TopK, GateUpArrive, GateUpLeave, HQuantized,
   DownArrive, DownLeave, NextNorm, End, Count
 };
 constexpr uint32_t kFusedClockSlots = 16;
@@ -90,6 +95,10 @@ bool moe_fused_decode_supported(const DeviceInfo& d, GgmlType gate_up, GgmlType 
 // the block), and q/k/v products of these types and heights (after it).
 bool moe_fused_takes_out_proj(const DeviceInfo& d, GgmlType type, uint32_t n_embd, uint32_t n_ff, uint32_t k,
                               uint32_t att_dim);
+// Whether its output projection can combine att from `splits` split-K
+// partials of heads of head_dim (workgroups of at least 64, subgroups of at
+// most 64, chunks of head_dim; at most 64 splits).
+bool moe_fused_combines_att(const DeviceInfo& d, uint32_t att_dim, uint32_t head_dim, uint32_t splits);
 bool moe_fused_takes_qkv(GgmlType q, GgmlType k, GgmlType v, uint32_t n_embd, uint32_t q_dim, uint32_t kv_dim);
 void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a);
 
