@@ -2,6 +2,7 @@
 // A Vulkan device (lavapipe in CI) with fresh random inputs for the shader
 // tests: host-visible buffers to fill and read, and one-shot recording.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -11,6 +12,13 @@
 #include "tests/seed.h"
 
 namespace vkmoe::test {
+
+// Whether device-clock stamp b is not before a: a 64-bit clock, or a 32-bit
+// one (lavapipe's: high words 0) that wraps every 2^32 ticks.
+inline bool clock_not_before(uint64_t b, uint64_t a) {
+  if ((a >> 32) == 0 && (b >> 32) == 0) return int32_t(uint32_t(b) - uint32_t(a)) >= 0;
+  return b >= a;
+}
 
 struct VkEnv {
   std::unique_ptr<vk::Context> ctx = vk::Context::create();
