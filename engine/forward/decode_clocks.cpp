@@ -110,13 +110,13 @@ std::string DecodeClocks::report() const {
   char line[320];
   std::snprintf(line, sizeof line,
                 "fused MoE dispatch, one layer's timeline (device clock as ns; %llu tokens, %.0f layers a token, "
-                "%u workgroups), us from its first workgroup's start:\n  %-20s %8s %8s\n",
+                "%u workgroups), us from its first workgroup's start:\n  %-22s %8s %8s\n",
                 (unsigned long long)tokens_, double(edges_[0].n) / double(tokens_), grid_, "edge", "mean", "latest");
   std::string o = line;
   for (uint32_t c = 0; c < uint32_t(vk::FusedClock::Count); ++c) {
     const Edge& e = edges_[c];
     if (e.n == 0) continue;
-    std::snprintf(line, sizeof line, "  %-20s %8.2f %8.2f\n", vk::fused_clock_name(vk::FusedClock(c)),
+    std::snprintf(line, sizeof line, "  %-22s %8.2f %8.2f\n", vk::fused_clock_name(vk::FusedClock(c)),
                   e.mean_ns / double(e.n) / 1e3, e.last_ns / double(e.n) / 1e3);
     o += line;
   }
@@ -128,14 +128,14 @@ std::string DecodeClocks::report() const {
   if (attn_gaps_) {
     std::snprintf(line, sizeof line,
                   "attention between them (%.0f of %llu layer gaps, %.1f workgroups), us from the fused dispatch's "
-                  "last end:\n  %-20s %8s %8s %8s\n",
+                  "last end:\n  %-22s %8s %8s %8s\n",
                   double(attn_gaps_), (unsigned long long)gaps_, attn_wgs_ / double(attn_gaps_), "edge", "first",
                   "mean", "latest");
     o += line;
     for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c) {
       const Edge& e = attn_edges_[c];
       if (e.n == 0) continue;
-      std::snprintf(line, sizeof line, "  %-20s %8.2f %8.2f %8.2f\n", vk::attn_clock_name(vk::AttnClock(c)),
+      std::snprintf(line, sizeof line, "  %-22s %8.2f %8.2f %8.2f\n", vk::attn_clock_name(vk::AttnClock(c)),
                     e.first_ns / double(e.n) / 1e3, e.mean_ns / double(e.n) / 1e3, e.last_ns / double(e.n) / 1e3);
       o += line;
     }
