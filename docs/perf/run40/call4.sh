@@ -7,6 +7,7 @@ source scripts/device_env.sh
 echo "build $(cat devbin/HEAD), previous $(cat devbin/PREV)"
 ( qwen3_model > $OUT/synth.txt 2>&1 ) & SYN=$!
 unpack_llama
+xz -dkf devbin/vkmoe_prev.xz && chmod +x devbin/vkmoe_prev
 timeout 150 $B/vkmoe_tests --gtest_brief=1 --gtest_filter='ShaderAttention*:GpuForward.F16Kv*:GpuForwardFusedMoeLong*' 2>&1 | grep -E 'Failure|^\[  (PASSED|FAILED|SKIPPED)|FAILED  \]|^\[==' | tail -14 | tee $OUT/tests.txt
 wait $SYN; cat $OUT/synth.txt
 {
