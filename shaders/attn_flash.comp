@@ -131,7 +131,6 @@ layout(std430, binding = 10) readonly buffer KW { float kw[]; };
 shared uint kn_sh[D / 2], vn_sh[D / 2];  // the new key and value as the cache holds them
 shared float rn_sh[BR + 1];              // inverse RMS of the q rows and the key row
 shared vec2 cs_sh[D / 2];                // mscale * (cos, sin) of each rotated pair
-shared float nw_sh[2 * D];               // norm != 0: the q, then the k norm weights
 #include "rope.glsl"
 #endif
 
@@ -217,7 +216,7 @@ void load_values(uint tile0, uint kv_hi, uint g, out KV_T vr[NV], out float vs[N
 float raw_at(uint r, uint e) { return r < BR ? q_sh[r * RS + e / 4][e % 4] : scratch_at(e); }
 float normed_at(uint r, uint e) {
   const float x = raw_at(r, e);
-  return p.norm != 0 ? x * (rn_sh[r] * nw_sh[r < BR ? e : D + e]) : x;
+  return p.norm != 0 ? x * (rn_sh[r] * (r < BR ? qw[e] : kw[e])) : x;
 }
 // Rotation unit m < D/2 of a row: the elements (a, b) of rotated pair m, or
 // two elements past n_rot (normed only); cs: mscale * (cos, sin) or (1, 0).
@@ -267,11 +266,6 @@ void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
       if (store_new) vc_w[cache_row + i] = w;
     }
   }
-  // The norm weights and the angles too before the barrier (the rotation below
-  // then waits on no load; the angles' arithmetic overlaps the loads).
-  if (p.norm != 0)
-    for (uint i = tid; i < 2 * D; i += WG) nw_sh[i] = i < D ? qw[i] : kw[i - D];
-  for (uint i = tid; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
   barrier();
   // Each row's sum of squares by one subgroup (not one invocation's chain of D4 loads).
   for (uint r = gl_SubgroupID; r <= BR; r += gl_NumSubgroups) {
@@ -283,6 +277,7 @@ void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
     ss = subgroupAdd(ss);
     if (subgroupElect()) rn_sh[r] = inversesqrt(ss / float(D) + p.eps);
   }
+  for (uint i = tid; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
   barrier();
   const uint NR = has_new ? BR + 1 : BR;
   for (uint j = tid; j < NR * (D / 2); j += WG) {

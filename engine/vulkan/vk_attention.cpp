@@ -265,10 +265,9 @@ bool attention_folds_rope_store(const Context& ctx, const AttentionArgs& a, cons
   const uint32_t D = a.head_dim;
   if (D % 8 != 0 || rs.rope.n_rot < 0 || rs.rope.n_rot % 2 != 0 || uint32_t(rs.rope.n_rot) > D) return false;
   const FlashShape s = flash_shape(shared_cap(ctx, a), D, a.n_head / a.n_head_kv, true, rows_subgroup(ctx, a));
-  // The prologue's key row fits the key tile; its arrays (the new row, norm
-  // weights, angles, row norms) the rest of shared memory.
+  // The prologue's key row fits the key tile; its arrays the rest of shared memory.
   return s.q_shared && D <= tile_scratch_floats(s, D) &&
-         flash_shared_bytes(s, D) + 4 * (4 * D + s.br + 1) <= shared_cap(ctx, a);
+         flash_shared_bytes(s, D) + 4 * (2 * D + s.br + 1) <= shared_cap(ctx, a);
 }
 
 uint64_t attention_scratch_bytes(uint32_t n_head, uint32_t head_dim, uint32_t n_ctx) {
