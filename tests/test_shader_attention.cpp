@@ -321,7 +321,8 @@ void expect_attention_stamps(const std::vector<uint64_t>& st, bool counted) {
       }
       ASSERT_NE(at(w, slot), 0u) << "workgroup " << w << " " << attn_clock_name(order[slot]);
       if (slot > 0) {  // Start comes first
-        ASSERT_TRUE(test::clock_not_before(at(w, slot), prev)) << "workgroup " << w << " " << attn_clock_name(order[slot]);
+        ASSERT_TRUE(test::clock_not_before(at(w, slot), prev))
+            << "workgroup " << w << " " << attn_clock_name(order[slot]);
       }
       prev = at(w, slot);
     }

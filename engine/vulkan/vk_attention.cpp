@@ -177,7 +177,9 @@ uint32_t shared_cap(const Context& ctx, const AttentionArgs& a) {
   return a.max_shared_bytes ? std::min(a.max_shared_bytes, dev) : dev;
 }
 
-uint32_t max_splits(uint32_t n_ctx) { return std::clamp<uint32_t>(n_ctx / split_params().min_keys, 1, kMaxAttentionSplits); }
+uint32_t max_splits(uint32_t n_ctx) {
+  return std::clamp<uint32_t>(n_ctx / split_params().min_keys, 1, kMaxAttentionSplits);
+}
 
 // Head dimensions each cache type's shaders handle (vector loads; Q8_0 blocks).
 uint32_t dim_multiple(KvType t, uint32_t f32_multiple) {

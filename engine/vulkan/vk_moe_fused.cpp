@@ -187,7 +187,8 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       if (!moe_fused_combines_att(d, o.att_dim, o.head_dim, o.splits))
         throw Error("internal error: moe_decode_fused does not combine these attention splits");
       const uint64_t rows = uint64_t(o.att_dim / o.head_dim) * o.splits;
-      if (o.ml_off < rows * o.head_dim) throw Error("internal error: moe_decode_fused split pairs overlap the partials");
+      if (o.ml_off < rows * o.head_dim)
+        throw Error("internal error: moe_decode_fused split pairs overlap the partials");
       check_binding(kKernel, "attention partials", o.parts, (uint64_t(o.ml_off) + 2 * rows) * 4);
     }
   }

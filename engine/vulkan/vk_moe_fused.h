@@ -70,8 +70,8 @@ struct MoeFusedDecodeArgs {
 // The steps' edges the _clock kernel stamps (shaders/moe_decode_fused.comp's
 // CLK_*): a grid barrier's arrival and departure, and points inside steps.
 enum class FusedClock : uint32_t {
-  Start, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave, TopK, GateUpArrive, GateUpLeave, HQuantized,
-  DownArrive, DownLeave, NextNorm, End, Count
+  Start, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave, TopK, GateUpArrive, GateUpLeave,
+  HQuantized, DownArrive, DownLeave, NextNorm, End, Count
 };
 constexpr uint32_t kFusedClockSlots = 16;
 const char* fused_clock_name(FusedClock c);
