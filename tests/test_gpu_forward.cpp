@@ -108,6 +108,12 @@ double int8_decode_near_cpu(CpuForward& ref, const std::vector<int32_t>& prompt,
   return differs;
 }
 
+// Whether every Vulkan device has a shader device clock (VKMOE_FUSED_CLOCKS).
+bool devices_have_clocks() {
+  const std::vector<vk::DeviceInfo> devs = vk::list_devices();
+  return std::all_of(devs.begin(), devs.end(), [](const vk::DeviceInfo& d) { return d.device_clock; });
+}
+
 // With int8 activations (the CLI's default where the device accelerates
 // integer dot products), the one-token products of K-quant weights quantize
 // their input per 32 values: decode logits stay within that rounding of the
@@ -178,8 +184,7 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   // folds the rope and stamps too) the attention's timeline follows.
   setenv("VKMOE_PROFILE", "1", 1);
   o.kv_type = "f16";
-  const std::vector<vk::DeviceInfo> devs = vk::list_devices();
-  const bool clocks = std::all_of(devs.begin(), devs.end(), [](const vk::DeviceInfo& d) { return d.device_clock; });
+  const bool clocks = devices_have_clocks();
   if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
   setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
   fused = make_engine(*m, o);
@@ -217,8 +222,7 @@ TEST(GpuForwardFusedMoeLong, SplitAttentionCombinedInTheBlock) {
   o.kv_type = "f16";
   o.gemm = "tiled";
   o.gpu_q8 = EngineOptions::GpuQ8::On;
-  const std::vector<vk::DeviceInfo> devs = vk::list_devices();
-  const bool clocks = std::all_of(devs.begin(), devs.end(), [](const vk::DeviceInfo& d) { return d.device_clock; });
+  const bool clocks = devices_have_clocks();
   if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
   setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
   auto fused = make_engine(*m, o);
