@@ -870,8 +870,9 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
               EXPECT_TRUE(attention_folds_rope_store(*e.ctx, a, rs));
               a.rope = &rs;
             }
-            Buffer bclk = e.buf(std::vector<uint64_t>(kClockBase + kAttnClockWorkgroups * kAttnClockSlots, 0));
+            Buffer bclk;
             if (clocks) {
+              bclk = e.buf(std::vector<uint64_t>(kClockBase + kAttnClockWorkgroups * kAttnClockSlots, 0));
               a.clocks = bclk;
               a.clock_base = kClockBase;
             }

@@ -440,11 +440,11 @@ TEST(ShaderMoeFused, SplitAttentionCombinedBeforeOutProj) {
   Block b(c, e);
   const uint32_t A = 1024;
   std::uniform_real_distribution<float> um(-6.f, 6.f), ul(0.5f, 20.f);
+  Extra split(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, A, 1024, 256);
   for (uint32_t D : {64u, 128u})
     for (uint32_t n : {2u, 33u, 64u}) {
       SCOPED_TRACE("head_dim " + std::to_string(D) + " splits " + std::to_string(n));
       if (!moe_fused_combines_att(e.ctx->info(), A, D, n)) GTEST_SKIP() << "the device's subgroups or workgroups";
-      Extra split(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, A, 1024, 256);
       const uint32_t rows = A / D * n;
       split.splits = n;
       split.head_dim = D;

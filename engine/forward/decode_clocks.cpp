@@ -77,13 +77,8 @@ void DecodeClocks::collect() {
       if (wgs) {
         attn_wgs_ += wgs;
         ++attn_gaps_;
-        for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c) {
-          if (e[c].n == 0) continue;
-          attn_edges_[c].first_ns += e[c].first;
-          attn_edges_[c].mean_ns += e[c].sum / double(e[c].n);
-          attn_edges_[c].last_ns += e[c].last;
-          ++attn_edges_[c].n;
-        }
+        for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c)
+          if (e[c].n) attn_edges_[c].add(e[c].first, e[c].sum / double(e[c].n), e[c].last);
         attn_gap_ns_ += double(t0 - prev_end) - e[uint32_t(vk::AttnClock::End)].last;
       }
     }
@@ -95,10 +90,7 @@ void DecodeClocks::collect() {
         if (v >= t0) e.add(v, t0);  // not unstamped (0) or left from an earlier token
       }
       if (e.n == 0) continue;
-      edges_[c].first_ns += e.first;
-      edges_[c].mean_ns += e.sum / double(e.n);
-      edges_[c].last_ns += e.last;
-      ++edges_[c].n;
+      edges_[c].add(e.first, e.sum / double(e.n), e.last);
       if (vk::FusedClock(c) == vk::FusedClock::End) prev_end = t0 + uint64_t(e.last);
     }
   }

@@ -32,9 +32,17 @@ class DecodeClocks {
   std::string report() const;
 
  private:
+  // One edge's running sums over dispatches: the earliest, mean and latest
+  // workgroup of each (from one dispatch's EdgeSum, decode_clocks.cpp).
   struct Edge {
-    double first_ns = 0, mean_ns = 0, last_ns = 0;  // over workgroups: the earliest, the mean, the latest
-    uint64_t n = 0;                                 // dispatches that stamped it
+    double first_ns = 0, mean_ns = 0, last_ns = 0;
+    uint64_t n = 0;  // dispatches that stamped it
+    void add(double first, double mean, double last) {
+      first_ns += first;
+      mean_ns += mean;
+      last_ns += last;
+      ++n;
+    }
   };
   vk::Context& ctx_;
   vk::Buffer fused_, attn_;
