@@ -1,13 +1,19 @@
 #pragma once
 // Weight matrices for the GEMM kernel tests (tiled, int8, cooperative matrix):
 // ggml bytes plus the dequantized rows the double-precision references use.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "cpu/quant.h"
+#include "engine/vulkan/moe_table.h"
+#include "engine/vulkan/vk_moe.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe::test {
@@ -103,6 +109,58 @@ inline QMatrix random_block_matrix(std::mt19937& rng, GgmlType t, uint32_t ncols
   }
   dequantize_all(m);
   return m;
+}
+
+// A MoE table (engine/vulkan/moe_table.h) for random top-k routing of n_tokens
+// over the first n_used of n_experts, k distinct experts a token, grouped by
+// the engine's host builder (its own tests check it against the GPU grouping).
+// Around the builder's tiles, what the expert-grouped GEMMs must get right: one
+// more counted tile with expert -1 (skipped, although its slots name real
+// tokens and pairs) and, past the count, tiles naming expert 0 and real tokens
+// (they must not run).
+struct MoeTestTable {
+  MoeTableLayout layout;
+  std::vector<uint32_t> words;
+  uint32_t used_tiles = 0;  // counted, the skipped tile included
+  int32_t tile_expert(uint32_t i) const { return int32_t(words[layout.tile_expert_off + i]); }
+  int32_t slot_token(uint32_t s) const { return int32_t(words[layout.slot_token_off + s]); }
+  int32_t slot_pair(uint32_t s) const { return int32_t(words[layout.slot_pair_off + s]); }
+  // The expert whose product a slot gets; -1: none (padding, skipped or uncounted tile).
+  int32_t slot_expert(uint32_t s) const {
+    const uint32_t tile = s / kMoeTileRows;
+    return tile < used_tiles && slot_token(s) >= 0 ? tile_expert(tile) : -1;
+  }
+};
+
+inline MoeTestTable random_moe_table(std::mt19937& rng, uint32_t n_tokens, uint32_t k, uint32_t n_experts,
+                                     uint32_t n_used) {
+  MoeTestTable h;
+  h.layout = MoeTableLayout::make(n_tokens, k, n_experts + 1);  // + the skipped tile's group
+  const MoeTableLayout& l = h.layout;
+  std::vector<int32_t> ids(l.pairs()), experts(n_used), group_of_expert(n_experts);
+  std::iota(experts.begin(), experts.end(), 0);
+  std::iota(group_of_expert.begin(), group_of_expert.end(), 0);
+  for (uint32_t tok = 0; tok < n_tokens; ++tok) {
+    std::shuffle(experts.begin(), experts.end(), rng);
+    std::copy_n(experts.begin(), k, ids.begin() + tok * k);
+  }
+  h.words.resize(l.words);
+  vk::build_moe_table(ids.data(), l, group_of_expert.data(), n_experts, h.words.data());
+  uint32_t tile = h.words[l.count_off];
+  auto add_tile = [&](int32_t expert, std::initializer_list<uint32_t> tokens) {
+    h.words[l.tile_expert_off + tile] = uint32_t(expert);
+    uint32_t s = tile * kMoeTileRows;
+    for (uint32_t tok : tokens) {
+      h.words[l.slot_token_off + s] = tok % n_tokens;
+      h.words[l.slot_pair_off + s++] = tok % n_tokens * k;
+    }
+    ++tile;
+  };
+  // Always room: MoeTableLayout counts one partial tile per group, and there is one group more.
+  add_tile(-1, {0, 1, 2});
+  h.used_tiles = h.words[l.count_off] = tile;
+  while (tile < l.max_tiles) add_tile(0, {0, 1});
+  return h;
 }
 
 }  // namespace vkmoe::test

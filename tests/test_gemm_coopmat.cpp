@@ -185,41 +185,6 @@ void check_dense(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols
                y0.data() + y_off + size_t(n) * y_stride, accumulate, "token " + std::to_string(n));
 }
 
-// A MoE table for random top-k routing of n_tokens over n_experts: each
-// expert's pairs in tiles of kMoeTileRows slots (padding -1), one extra tile
-// marked expert -1 (skipped), max_tiles from MoeTableLayout.
-std::vector<uint32_t> random_table(std::mt19937& rng, const MoeTableLayout& L, uint32_t n_experts) {
-  std::vector<uint32_t> words(L.words, 0);
-  std::vector<std::vector<uint32_t>> per_expert(n_experts);  // routing pairs t*k + j
-  std::vector<uint32_t> experts(n_experts);
-  for (uint32_t e = 0; e < n_experts; ++e) experts[e] = e;
-  for (uint32_t t = 0; t < L.n_tokens; ++t) {
-    std::shuffle(experts.begin(), experts.end(), rng);
-    for (uint32_t j = 0; j < L.k; ++j) per_expert[experts[j]].push_back(t * L.k + j);
-  }
-  for (uint32_t s = 0; s < L.max_slots(); ++s) words[L.slot_token_off + s] = words[L.slot_pair_off + s] = uint32_t(-1);
-  for (uint32_t i = 0; i < L.max_tiles; ++i) words[L.tile_expert_off + i] = uint32_t(-1);
-  auto set_slot = [&](uint32_t s, uint32_t pair) {
-    words[L.slot_token_off + s] = pair / L.k;
-    words[L.slot_pair_off + s] = pair;
-  };
-  uint32_t tile = 0;
-  for (uint32_t e = 0; e < n_experts; ++e) {
-    for (size_t i = 0; i < per_expert[e].size(); i += kMoeTileRows, ++tile) {
-      words[L.tile_expert_off + tile] = e;
-      for (size_t j = i; j < std::min(per_expert[e].size(), i + kMoeTileRows); ++j)
-        set_slot(tile * kMoeTileRows + uint32_t(j - i), per_expert[e][j]);
-    }
-    if (e == 0) {
-      // A skipped tile whose slots name real tokens and pairs.
-      for (uint32_t j = 0; j < kMoeTileRows; ++j) set_slot(tile * kMoeTileRows + j, (j % L.n_tokens) * L.k);
-      ++tile;
-    }
-  }
-  words[L.count_off] = tile;
-  return words;
-}
-
 // glu(g, u) as shaders/glu.glsl (act 0: SiLU, 1: gpt-oss's clamped form) and
 // a bound on its change when g and u change by at most eg and eu (|d/dg| <= 1.1
 // times the u factor; the clamps only shrink changes).
@@ -272,8 +237,8 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
       path.cm2 ? ms[0].bytes.size() + gpu_weight_type(t)->block_bytes : (ms[0].bytes.size() + 15) / 16 * 16 + 16;
   const uint32_t w_off = 16;
   const std::vector<uint8_t> wbytes = expert_bytes(ms, w_off, expert_stride);
-  const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
-  const std::vector<uint32_t> table = random_table(rng, L, n_experts);
+  const test::MoeTestTable table = test::random_moe_table(rng, n_tokens, k, n_experts, n_experts);
+  const MoeTableLayout& L = table.layout;
   std::normal_distribution<float> nd(0.f, 1.f);
   const uint32_t x_rows = gather_x ? n_tokens : L.max_slots();
   // Scalar x loads on the KHR path; vec4 rows for coopmat2 and f16 rows.
@@ -287,7 +252,7 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   Buffer wb = upload(ctx, wbytes.data(), wbytes.size(), "w"),
          xb = x_f16 ? upload_f16(ctx, x, "x") : upload(ctx, x.data(), x.size() * 4, "x"),
          yb = y_f16 ? upload_f16(ctx, y0, "y") : upload(ctx, y0.data(), y0.size() * 4, "y"),
-         tb = upload(ctx, table.data(), table.size() * 4, "table");
+         tb = upload(ctx, table.words.data(), L.bytes(), "table");
   GemmIdsArgs a;
   a.x_f16 = x_f16;
   a.glu_y_f16 = y_f16;
@@ -330,14 +295,11 @@ void check_ids(const Path& path, std::mt19937& rng, GgmlType t, uint32_t ncols, 
   } else {
     ctx.read_buffer(yb, 0, y.data(), y.size() * 4);
   }
-  const uint32_t used = table[L.count_off];
   std::vector<bool> written(y_rows, false);
   for (uint32_t s = 0; s < L.max_slots(); ++s) {
-    const uint32_t tile = s / kMoeTileRows;
-    const int expert = tile < used ? int(table[L.tile_expert_off + tile]) : -1;
-    const int token = int(table[L.slot_token_off + s]);
-    if (expert < 0 || token < 0) continue;
-    const uint32_t row = by_pair ? table[L.slot_pair_off + s] : s;
+    const int expert = table.slot_expert(s), token = table.slot_token(s);
+    if (expert < 0) continue;
+    const uint32_t row = by_pair ? uint32_t(table.slot_pair(s)) : s;
     ASSERT_FALSE(written[row]) << "slot " << s << ": y row " << row << " written twice";
     written[row] = true;
     const float* ys = y.data() + y_off + size_t(row) * y_stride;
@@ -566,9 +528,9 @@ TEST_P(GemmCoopmatBench, Throughput) {
   }
   // The experts' gate (or up) shape over gathered token rows, and the down shape over slot rows.
   const uint32_t n_experts = 128, k = 8;
-  const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts + 1);
-  const std::vector<uint32_t> table = random_table(rng, L, n_experts);
-  Buffer tb = upload(ctx, table.data(), table.size() * 4, "t");
+  const test::MoeTestTable table = test::random_moe_table(rng, n_tokens, k, n_experts, n_experts);
+  const MoeTableLayout& L = table.layout;
+  Buffer tb = upload(ctx, table.words.data(), L.bytes(), "t");
   for (const bool down : {false, true}) {
     const uint32_t icols = down ? 768 : ncols, nrows = down ? ncols : 768;
     std::vector<uint8_t> wbytes;

@@ -216,44 +216,8 @@ TEST_P(GemmInt8, Indexed) {
       SCOPED_TRACE(std::string(type_name(t)) + " n_tokens=" + std::to_string(n_tokens) +
                    (gather_x ? " gathered x" : " slot x") + (by_pair ? " y by pair" : "") +
                    (accumulate ? " accumulate" : ""));
-      // Routing: k distinct experts per token, grouped into tiles of kMoeTileRows slots.
-      const MoeTableLayout L = MoeTableLayout::make(n_tokens, k, n_experts);
-      std::vector<int32_t> table(L.words, 0);
-      std::vector<std::vector<std::pair<uint32_t, uint32_t>>> by_expert(n_experts);
-      for (uint32_t tok = 0; tok < n_tokens; ++tok) {
-        std::vector<uint32_t> es(n_experts);
-        for (uint32_t e = 0; e < n_experts; ++e) es[e] = e;
-        std::shuffle(es.begin(), es.end(), rng_);
-        for (uint32_t j = 0; j < k; ++j) by_expert[es[j]].push_back({tok, j});
-      }
-      for (uint32_t s = 0; s < L.max_slots(); ++s) {
-        table[L.slot_token_off + s] = int32_t(rng_() % n_tokens);
-        table[L.slot_pair_off + s] = int32_t(rng_() % L.pairs());
-      }
-      for (uint32_t i = 0; i < L.max_tiles; ++i) table[L.tile_expert_off + i] = int32_t(rng_() % n_experts);
-      std::vector<int32_t> slot_expert(L.max_slots(), -1);  // expert computing each slot, -1 = none
-      uint32_t tiles = 0;
-      for (uint32_t e = 0; e < n_experts; ++e) {
-        const auto& pairs = by_expert[e];
-        for (uint32_t p0 = 0; p0 < pairs.size(); p0 += kMoeTileRows, ++tiles) {
-          table[L.tile_expert_off + tiles] = int32_t(e);
-          for (uint32_t i = 0; i < kMoeTileRows; ++i) {
-            const uint32_t s = tiles * kMoeTileRows + i;
-            if (p0 + i < pairs.size()) {
-              const auto [tok, j] = pairs[p0 + i];
-              table[L.slot_token_off + s] = int32_t(tok);
-              table[L.slot_pair_off + s] = int32_t(tok * k + j);
-              table[L.pair_slot_off + tok * k + j] = int32_t(s);
-              slot_expert[s] = int32_t(e);
-            } else {
-              table[L.slot_token_off + s] = table[L.slot_pair_off + s] = -1;
-            }
-          }
-        }
-      }
-      ASSERT_LT(tiles, L.max_tiles);
-      table[L.tile_expert_off + tiles++] = -1;  // skipped tile with valid-looking slots
-      table[L.count_off] = int32_t(tiles);      // tiles past it hold stale experts and tokens
+      const test::MoeTestTable table = test::random_moe_table(rng_, n_tokens, k, n_experts, n_experts);
+      const MoeTableLayout& L = table.layout;
 
       const uint32_t x_rows = gather_x ? n_tokens : L.max_slots();
       const uint32_t x_off = 5, x_stride = ncols + 1, y_off = 2, y_stride = nrows + 6;
@@ -266,7 +230,7 @@ TEST_P(GemmInt8, Indexed) {
       Buffer sb = ctx.create_buffer(gemm_int8_scratch_bytes(ncols, x_rows), MemoryKind::Device, "scratch");
       ctx.write_buffer(xb, 0, x.data(), x.size() * 4);
       ctx.write_buffer(yb, 0, y0.data(), y0.size() * 4);
-      ctx.write_buffer(tb, 0, table.data(), L.bytes());
+      ctx.write_buffer(tb, 0, table.words.data(), L.bytes());
 
       GemmIdsArgs a;
       a.type = t;
@@ -298,13 +262,13 @@ TEST_P(GemmInt8, Indexed) {
 
       std::vector<bool> written(y.size(), false);
       for (uint32_t s = 0; s < L.max_slots(); ++s) {
-        if (slot_expert[s] < 0) continue;
-        const uint32_t tok = uint32_t(table[L.slot_token_off + s]), xr = gather_x ? tok : s;
+        if (table.slot_expert(s) < 0) continue;
+        const uint32_t tok = uint32_t(table.slot_token(s)), xr = gather_x ? tok : s;
         const float* xs = x.data() + x_off + size_t(xr) * x_stride;
         check_quantized_row(qx, xr, xs);
-        const test::QMatrix& m = experts[slot_expert[s]];
+        const test::QMatrix& m = experts[table.slot_expert(s)];
         for (uint32_t r = 0; r < nrows; ++r) {
-          const size_t yi = y_off + size_t(by_pair ? uint32_t(table[L.slot_pair_off + s]) : s) * y_stride + r;
+          const size_t yi = y_off + size_t(by_pair ? uint32_t(table.slot_pair(s)) : s) * y_stride + r;
           ASSERT_FALSE(written[yi]) << "slot " << s << " row " << r << " written twice";
           written[yi] = true;
           const std::string where = "slot " + std::to_string(s) + " row " + std::to_string(r);

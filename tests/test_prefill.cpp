@@ -43,6 +43,17 @@ std::vector<int32_t> greedy_after(Engine& e, std::vector<float> logits, int n) {
   return out;
 }
 
+// How many of the n greedy tokens after `logits` the reference picks from
+// routes clear of ties (token i is picked from the step that ate token i - 1).
+int clear_greedy_steps(CpuForward& ref, std::vector<float> logits, int n) {
+  int clear = 1;
+  for (; clear < n; ++clear) {
+    logits = ref.eval({argmax(logits)});
+    if (!test::routes_clear_of_ties(ref, "token " + std::to_string(clear - 1))) break;
+  }
+  return clear;
+}
+
 struct Mode {
   const char* name;
   PlanMode mode;
@@ -72,6 +83,11 @@ TEST_P(PrefillArch, BatchedEqualsTokenByToken) {
   o.threads = 2;
   CpuForward ref(*m, o.n_ctx);
   const auto want = ref.eval(prompt);
+  // Where the reference routes within rounding of a tie, the batched and the
+  // token-by-token passes may legitimately pick different experts: nothing is
+  // compared past that step.
+  if (!test::routes_clear_of_ties(ref, "prompt")) return;
+  const int n_greedy = clear_greedy_steps(ref, want, 6);
   const bool moe = m->config().is_moe();
   for (Mode md : {Mode{"resident", PlanMode::Resident, 0}, Mode{"expert-cache", PlanMode::ExpertCache, 3},
                   Mode{"cpu-moe", PlanMode::CpuMoe, 0}}) {
@@ -91,12 +107,10 @@ TEST_P(PrefillArch, BatchedEqualsTokenByToken) {
     const auto l1 = one_by_one(*single, prompt);
     EXPECT_LT(max_rel_diff(lb, l1), kTol);
     EXPECT_LT(max_rel_diff(l8, l1), kTol);
-    if (test::routes_clear_of_ties(ref, "prompt")) {
-      EXPECT_LT(max_rel_diff(lb, want), kTol);
-    }
-    const auto gb = greedy_after(*batched, lb, 6);
-    EXPECT_EQ(gb, greedy_after(*single, l1, 6));
-    EXPECT_EQ(gb, greedy_after(*eights, l8, 6));
+    EXPECT_LT(max_rel_diff(lb, want), kTol);
+    const auto gb = greedy_after(*batched, lb, n_greedy);
+    EXPECT_EQ(gb, greedy_after(*single, l1, n_greedy));
+    EXPECT_EQ(gb, greedy_after(*eights, l8, n_greedy));
   }
 }
 

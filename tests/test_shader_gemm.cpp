@@ -121,62 +121,6 @@ void check_dense(std::mt19937& rng, GgmlType t, const DenseCase& c) {
     }
 }
 
-// A MoeTable built on the host: tokens routed to k random distinct experts
-// among the first n_used of n_experts; each expert's slots padded to whole
-// tiles (-1 tokens and pairs); one extra tile with expert -1 (skipped although
-// its slots name tokens and pairs) and, past the used count, tiles that must not run.
-struct HostTable {
-  MoeTableLayout layout;
-  std::vector<uint32_t> words;
-  uint32_t used_tiles = 0;
-  int32_t tile_expert(uint32_t i) const { return int32_t(words[layout.tile_expert_off + i]); }
-  int32_t slot_token(uint32_t s) const { return int32_t(words[layout.slot_token_off + s]); }
-  int32_t slot_pair(uint32_t s) const { return int32_t(words[layout.slot_pair_off + s]); }
-};
-
-HostTable build_table(std::mt19937& rng, uint32_t n_tokens, uint32_t k, uint32_t n_experts, uint32_t n_used) {
-  HostTable h;
-  h.layout = MoeTableLayout::make(n_tokens, k, n_experts + 1);  // + the skipped tile's group
-  const MoeTableLayout& l = h.layout;
-  h.words.assign(l.words, kMoeNoSlot);
-  std::vector<std::vector<uint32_t>> by_expert(n_experts);
-  std::vector<uint32_t> experts(n_used);
-  for (uint32_t e = 0; e < n_used; ++e) experts[e] = e;
-  for (uint32_t tok = 0; tok < n_tokens; ++tok) {
-    std::shuffle(experts.begin(), experts.end(), rng);
-    for (uint32_t j = 0; j < k; ++j) by_expert[experts[j]].push_back(tok * k + j);
-  }
-  uint32_t tile = 0;
-  auto add_tile = [&](int32_t expert, const std::vector<int32_t>& tile_pairs) {
-    h.words[l.tile_expert_off + tile] = uint32_t(expert);
-    for (uint32_t s = 0; s < kMoeTileRows; ++s) {
-      const int32_t q = s < tile_pairs.size() ? tile_pairs[s] : -1;
-      h.words[l.slot_token_off + tile * kMoeTileRows + s] = uint32_t(q < 0 ? -1 : q / int32_t(k));
-      h.words[l.slot_pair_off + tile * kMoeTileRows + s] = uint32_t(q);
-    }
-    ++tile;
-  };
-  const int32_t K = int32_t(k);
-  for (uint32_t e = 0; e < n_experts; ++e) {
-    const auto& pairs = by_expert[e];
-    for (size_t b = 0; b < pairs.size(); b += kMoeTileRows) {
-      std::vector<int32_t> tile_pairs;
-      for (size_t i = b; i < std::min(pairs.size(), b + kMoeTileRows); ++i) {
-        tile_pairs.push_back(int32_t(pairs[i]));
-        h.words[l.pair_slot_off + pairs[i]] = tile * kMoeTileRows + uint32_t(i - b);
-      }
-      add_tile(int32_t(e), tile_pairs);
-    }
-    if (e == 0) add_tile(-1, {0, K, 2 * K});  // skipped: its slots' rows must stay untouched
-  }
-  h.used_tiles = tile;
-  h.words[l.count_off] = tile;
-  EXPECT_LE(tile, l.max_tiles);
-  // Tiles past the count hold a valid-looking expert and tokens: must not run.
-  while (tile < l.max_tiles) add_tile(0, {0, K});
-  return h;
-}
-
 void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, uint32_t n_tokens, uint32_t k,
                bool gather_x, bool accumulate, GemmPath path = GemmPath::Tiled, bool packed = false,
                bool by_pair = false) {
@@ -186,7 +130,7 @@ void check_ids(std::mt19937& rng, GgmlType t, uint32_t ncols, uint32_t nrows, ui
                gemm_path_name(path));
   Context& ctx = test::shared_context();
   const uint32_t n_experts = 7, n_used = 5;  // experts 5 and 6 receive no tokens
-  const HostTable h = build_table(rng, n_tokens, k, n_experts, n_used);
+  const test::MoeTestTable h = test::random_moe_table(rng, n_tokens, k, n_experts, n_used);
   const MoeTableLayout& l = h.layout;
   std::vector<test::QMatrix> experts;
   for (uint32_t e = 0; e < n_experts; ++e) experts.push_back(test::random_block_matrix(rng, t, ncols, nrows));
