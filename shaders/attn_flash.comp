@@ -30,6 +30,12 @@
 // (row layout in engine/vulkan/vk_attention.h), dequantized into the tiles.
 // CLOCKS (with ROPE_IN, the _clock variant): invocation 0 of every workgroup
 // stamps the device clock at its steps' edges (vk_attention.h's AttnClock).
+// Chained (ROPE_IN, wait_counter != 0): q, k and v come from the dispatch
+// before without a barrier between; that dispatch's last workgroup raises
+// counter[wait_counter - 1] to at least wait_value once they are written. A
+// wait that gives up after 2^20 polls leaves NaN outputs (the token fails
+// loudly). done_counter != 0: every workgroup ends by adding 1 to
+// counter[done_counter - 1], for a next dispatch that waits instead of a barrier.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
 #if KV_F16
@@ -66,7 +72,12 @@ const uint LU = D4;
 const uint NV = (BC * LU + WG - 1) / WG;  // value-tile loads per invocation
 const float NEG = -1e30;                  // masked score / empty running max
 
-layout(std430, binding = 0) readonly buffer Q { vec4 q4[]; };
+#if ROPE_IN
+#define IN_COHERENT coherent  // chained: written by a dispatch that may still run
+#else
+#define IN_COHERENT
+#endif
+layout(std430, binding = 0) IN_COHERENT readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { KV_T kc[]; };
 layout(std430, binding = 2) readonly buffer V { KV_T vc[]; };
 layout(std430, binding = 3) writeonly buffer O { vec4 o4[]; };
@@ -86,6 +97,7 @@ layout(push_constant) uniform P {
   uint neox, n_rot, norm;  // ROPE_IN: attn_rope_store.comp's rotation and norm
   float eps, freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;
   uint clock_base;  // CLOCKS: this dispatch's first stamp
+  uint wait_counter, wait_value, done_counter;  // chained (ROPE_IN): see above; 0: not
 } p;
 
 shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
@@ -124,8 +136,8 @@ shared bool tail_last;
 #endif
 layout(std430, binding = 1) writeonly buffer KCW { uint kc_w[]; };  // the new position's row
 layout(std430, binding = 2) writeonly buffer VCW { uint vc_w[]; };
-layout(std430, binding = 7) readonly buffer KN { vec4 k_new4[]; };  // this token's k heads, not yet normed or rotated
-layout(std430, binding = 8) readonly buffer VN { vec2 v_new2[]; };  // and its v heads
+layout(std430, binding = 7) coherent readonly buffer KN { vec4 k_new4[]; };  // this token's k heads, not yet normed or rotated
+layout(std430, binding = 8) coherent readonly buffer VN { vec2 v_new2[]; };  // and its v heads
 layout(std430, binding = 9) readonly buffer QW { float qw[]; };     // q and k norm weights (norm != 0)
 layout(std430, binding = 10) readonly buffer KW { float kw[]; };
 shared uint kn_sh[D / 2], vn_sh[D / 2];  // the new key and value as the cache holds them
@@ -134,8 +146,8 @@ shared vec2 cs_sh[D / 2];                // mscale * (cos, sin) of each rotated 
 #include "rope.glsl"
 #endif
 
-const uint CLK_START = 0, CLK_PROLOGUE = 1, CLK_TILES = 2, CLK_STORED = 3, CLK_COUNTED = 4, CLK_END = 5,
-           CLK_SLOTS = 8;
+const uint CLK_START = 0, CLK_WAITED = 1, CLK_PROLOGUE = 2, CLK_TILES = 3, CLK_STORED = 4, CLK_COUNTED = 5,
+           CLK_END = 6, CLK_SLOTS = 8;
 #if CLOCKS
 #if !ROPE_IN
 #error "CLOCKS needs ROPE_IN (its bindings)"
@@ -302,6 +314,7 @@ KV_T new_row_word(bool is_key, uint u) {
 }
 #endif
 
+float outputs_scale();
 // Split tail: the last of the splits of this (kv head g, row block) to finish
 // (counted on counter[tail_counter - 1 + ...], left at 0 again) combines their
 // partials into o as attn_split_reduce.comp would (sinks added once), saving
@@ -385,12 +398,40 @@ void combine_splits(uint r0, uint g) {
       [[unroll]] for (uint k = 0; k < 8; ++k)
         if (s0 + k < n) a += scratch_at(r * n + s0 + k) * v[k];
     }
-    o4[t * p.o_stride4 + h * D4 + c] = a * row_l[r];
+    o4[t * p.o_stride4 + h * D4 + c] = a * (row_l[r] * outputs_scale());
   }
+}
+
+#if ROPE_IN
+// Chained: 1.0, or NaN where the wait for the inputs gave up.
+shared float inputs_ok;
+void wait_for_inputs() {
+  if (gl_LocalInvocationID.x == 0) {
+    bool ready = false;  // polls in rounds of 1024 (llvmpipe ends any one loop after 65535 iterations)
+    for (uint outer = 0; outer < 1024 && !ready; ++outer)
+      for (uint inner = 0; inner < 1024 && !ready; ++inner) ready = atomicAdd(counter[p.wait_counter - 1], 0u) >= p.wait_value;
+    inputs_ok = ready ? 1.0 : uintBitsToFloat(0x7fc00000u);
+  }
+  barrier();
+  memoryBarrierBuffer();
+}
+#endif
+float outputs_scale() {
+#if ROPE_IN
+  return p.wait_counter != 0 ? inputs_ok : 1.0;
+#else
+  return 1.0;
+#endif
 }
 
 void main() {
   stamp(CLK_START);
+#if ROPE_IN
+  if (p.wait_counter != 0) {
+    wait_for_inputs();
+    stamp(CLK_WAITED);
+  }
+#endif
   const uint tid = gl_LocalInvocationID.x, g = gl_WorkGroupID.z, split = gl_WorkGroupID.y;
   // Blocks of later tokens see more keys: start them first.
   const uint r0 = (gl_NumWorkGroups.x - 1 - gl_WorkGroupID.x) * BR;
@@ -563,6 +604,7 @@ void main() {
     row_l[rt] = l_run;
   }
   barrier();
+  const float ok = outputs_scale();
   [[unroll]] for (uint i = 0; i < OR; ++i) {
     const uint r = rg + i * RG, row = r0 + r;
     if (row >= p.n_rows) continue;
@@ -572,22 +614,27 @@ void main() {
       if (p.has_sinks != 0) inv = inv_sum_with_sink(row_l[r], row_m[r], sinks[h]);
       [[unroll]] for (uint c = 0; c < NC; ++c) {
         const uint col = cd + c * DT;
-        if (col < D4) o4[t * p.o_stride4 + h * D4 + col] = acc[i * NC + c] * inv;
+        if (col < D4) o4[t * p.o_stride4 + h * D4 + col] = acc[i * NC + c] * inv * ok;
       }
     } else {
       const uint pr = (t * p.n_head + h) * p.n_split + split;
       [[unroll]] for (uint c = 0; c < NC; ++c) {
         const uint col = cd + c * DT;
         if (col < D4)
-          for (uint e = 0; e < 4; ++e) part[pr * D + col * 4 + e] = acc[i * NC + c][e];
+          for (uint e = 0; e < 4; ++e) part[pr * D + col * 4 + e] = acc[i * NC + c][e] * ok;
       }
       if (cd == 0) {
-        part[p.ml_off + 2 * pr] = row_m[r];
-        part[p.ml_off + 2 * pr + 1] = row_l[r];
+        part[p.ml_off + 2 * pr] = row_m[r] * ok;
+        part[p.ml_off + 2 * pr + 1] = row_l[r] * ok;
       }
     }
   }
   stamp(CLK_STORED);
   if (p.n_split > 1 && p.tail_counter != 0) combine_splits(r0, g);
+  if (p.done_counter != 0) {
+    memoryBarrierBuffer();
+    barrier();
+    if (tid == 0) atomicAdd(counter[p.done_counter - 1], 1u);
+  }
   stamp(CLK_END);
 }

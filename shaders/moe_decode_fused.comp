@@ -34,6 +34,11 @@
 // ahead of its preamble (a warp's loads return in order; run 38).
 // CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
 // steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClock).
+// Chained (att_wgs != 0): the attention before ran without a barrier between;
+// every workgroup first waits until counter[att_done - 1] (its workgroups'
+// count, summed over the token) reaches att_wgs. qkv_ready != 0: the last
+// workgroup raises counter[qkv_ready - 1] to qkv_value once the next q/k/v
+// are written, for an attention that waits instead of a barrier.
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
 // 1 and writes NaN into x, so the token fails loudly instead of silently; a
 // wait that then finds first_bad at 1 gives up after 1024 polls (one loss,
@@ -98,8 +103,8 @@ WEIGHTS(18, v)
 layout(set = 0, binding = 19) writeonly buffer QO { float q_out[]; };
 layout(set = 0, binding = 20) writeonly buffer KO { float k_out[]; };
 layout(set = 0, binding = 21) writeonly buffer VO { float v_out[]; };
-layout(set = 0, binding = 22) readonly buffer AttPart { float att_part[]; };
-layout(set = 0, binding = 22) readonly buffer AttPart4 { vec4 att_part4[]; };
+layout(set = 0, binding = 22) coherent readonly buffer AttPart { float att_part[]; };
+layout(set = 0, binding = 22) coherent readonly buffer AttPart4 { vec4 att_part4[]; };
 #if CLOCKS
 layout(set = 0, binding = 23) writeonly buffer Clk { uvec2 stamps[]; };
 #endif
@@ -116,6 +121,7 @@ layout(push_constant) uniform Push {
   uint att_dim, q_dim, kv_dim;  // wo's columns; rows of wq and of wk, wv
   uint att_splits, att_ml_off, head_dim;  // > 1: att from att_part (pairs from float att_ml_off), heads of head_dim
   uint clock_base;  // CLOCKS: this dispatch's first stamp
+  uint att_done, att_wgs, qkv_ready, qkv_value;  // chained: see above; 0: not
 } p;
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
@@ -174,10 +180,10 @@ float sum_over_lanes(float v, uint L) {
 #include "moe_topk.glsl"
 
 // Slots of one workgroup's stamps (vk_moe_fused.h's FusedClock).
-const uint CLK_START = 0, CLK_ATT_ARRIVE = 1, CLK_ATT_LEAVE = 2, CLK_OUT_ARRIVE = 3, CLK_OUT_LEAVE = 4,
-           CLK_ROUTER_ARRIVE = 5, CLK_ROUTER_LEAVE = 6, CLK_TOPK = 7, CLK_GU_ARRIVE = 8, CLK_GU_LEAVE = 9,
-           CLK_H_QUANT = 10, CLK_DOWN_ARRIVE = 11, CLK_DOWN_LEAVE = 12, CLK_NEXT_NORM = 13, CLK_END = 14,
-           CLK_SLOTS = 16;
+const uint CLK_START = 0, CLK_WAITED = 1, CLK_ATT_ARRIVE = 2, CLK_ATT_LEAVE = 3, CLK_OUT_ARRIVE = 4,
+           CLK_OUT_LEAVE = 5, CLK_ROUTER_ARRIVE = 6, CLK_ROUTER_LEAVE = 7, CLK_TOPK = 8, CLK_GU_ARRIVE = 9,
+           CLK_GU_LEAVE = 10, CLK_H_QUANT = 11, CLK_DOWN_ARRIVE = 12, CLK_DOWN_LEAVE = 13, CLK_NEXT_NORM = 14,
+           CLK_END = 15, CLK_SLOTS = 16;
 // Invocation 0 stamps the device clock into slot `slot` (CLOCKS only).
 void stamp(uint slot) {
 #if CLOCKS
@@ -188,29 +194,36 @@ void stamp(uint slot) {
 // Waits until every workgroup has arrived at its n-th grid barrier of this
 // dispatch (the counter only grows within it), their buffer writes visible.
 // Stamps `arrive` once the workgroup is there and `leave` once it may go on.
+// Invocation 0: polls counter[c] until it reaches `target`, in rounds of 1024
+// (llvmpipe ends any one loop after 65535 iterations), giving up after
+// spin_limit polls (first_bad 1, NaN into x) or, after a round, where an
+// earlier wait gave up. `arrived`: already there (no poll).
+void wait_count(uint c, uint target, bool arrived) {
+  bool lost = false;
+  for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived && !lost; ++outer) {
+    for (uint inner = 0; inner < 1024; ++inner)
+      if (atomicAdd(counter[c], 0u) >= target) {
+        arrived = true;
+        break;
+      }
+    lost = !arrived && atomicAdd(first_bad, 0u) == 1u;
+  }
+  if (!arrived && !lost) {
+    atomicMin(first_bad, 1u);
+    x1[0] = uintBitsToFloat(0x7fc00000u);
+  }
+}
+
+// Waits until every workgroup has arrived at its n-th grid barrier of this
+// dispatch (the counter only grows within it), their buffer writes visible.
+// Stamps `arrive` once the workgroup is there and `leave` once it may go on.
 void grid_barrier(uint n, uint arrive, uint leave) {
   memoryBarrierBuffer();
   barrier();
   stamp(arrive);
-  if (gl_LocalInvocationID.x == 0) {
-    // The last to arrive does not poll (the others' polls are the barrier's
-    // latency; it would add its own). The others poll in rounds of 1024
-    // (llvmpipe ends any one loop after 65535 iterations) and after each round
-    // give up if an earlier wait was lost (first_bad 1).
-    bool arrived = atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid, lost = false;
-    for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived && !lost; ++outer) {
-      for (uint inner = 0; inner < 1024; ++inner)
-        if (atomicAdd(counter[p.counter], 0u) >= n * p.grid) {
-          arrived = true;
-          break;
-        }
-      lost = !arrived && atomicAdd(first_bad, 0u) == 1u;
-    }
-    if (!arrived && !lost) {
-      atomicMin(first_bad, 1u);
-      x1[0] = uintBitsToFloat(0x7fc00000u);
-    }
-  }
+  // The last to arrive does not poll (the others' polls are the barrier's
+  // latency; it would add its own).
+  if (gl_LocalInvocationID.x == 0) wait_count(p.counter, n * p.grid, atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid);
   stamp(leave);
   barrier();
   memoryBarrierBuffer();
@@ -407,6 +420,12 @@ void main() {
   const uint E = p.n_embd, F = p.n_ff, K = p.k;
   uint barriers = 0;
   stamp(CLK_START);
+  if (p.att_wgs != 0) {  // chained: the attention's workgroups are done
+    if (t == 0) wait_count(p.att_done - 1, p.att_wgs, false);
+    stamp(CLK_WAITED);
+    barrier();
+    memoryBarrierBuffer();
+  }
 
   // 0. The attention output projection into x (att first combined from its splits).
   if (O_WT != 0) {
@@ -490,6 +509,10 @@ void main() {
     if (is_last) {
       atomicExchange(counter[p.counter], 0u);
       atomicExchange(counter[p.counter + 1], 0u);
+      if (p.qkv_ready != 0) {
+        memoryBarrierBuffer();
+        atomicMax(counter[p.qkv_ready - 1], p.qkv_value);
+      }
     }
   }
   barrier();

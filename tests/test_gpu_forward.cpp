@@ -14,6 +14,7 @@
 #include "engine/model/gguf.h"
 #include "engine/model/model.h"
 #include "engine/offload/plan_model.h"
+#include "engine/vulkan/vk_moe_fused.h"
 #include "engine/vulkan/weight_types.h"
 #include "tests/test_util.h"
 #include "tools/synth_model.h"
@@ -240,6 +241,55 @@ TEST(GpuForwardFusedMoeLong, SplitAttentionCombinedInTheBlock) {
   const std::string steps = fused->stats_report();
   EXPECT_NE(steps.find("att combined: released"), std::string::npos) << steps;
   EXPECT_EQ(steps.find("split counted"), std::string::npos) << "the attention's split tail ran: " << steps;
+}
+
+// Chained decode layers (LayerProgram::FusedDecode::chain): the attention and
+// the fused block wait for each other by counters instead of barriers and
+// compute exactly what they do with barriers, after 250 positions (split keys
+// combined in the block), with the device's own grid where it runs one
+// (lavapipe runs workgroups one after another: a grid of one there).
+TEST(GpuForwardFusedMoeLong, ChainedLayersEqualBarriers) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto m = synth("arch=qwen3moe,quant=Q4_K_M", seed);
+  EngineOptions o;
+  o.n_ctx = 300;
+  o.kv_type = "f16";
+  o.gemm = "tiled";
+  o.gpu_q8 = EngineOptions::GpuQ8::On;
+  const std::vector<vk::DeviceInfo> devs = vk::list_devices();
+  const bool own_grid = !devs.empty() && vk::moe_fused_grid(devs[0]) > 1;
+  if (!own_grid) setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
+  const bool clocks = devices_have_clocks();  // both ways: the same kernels
+  if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
+  std::vector<int32_t> prompt(250);
+  std::mt19937 rng{uint32_t(seed)};
+  for (auto& t : prompt) t = int32_t(rng() % m->config().n_vocab);
+  std::vector<std::vector<float>> logits[2];
+  std::string report[2];
+  std::vector<int32_t> tokens;
+  for (int chained : {1, 0}) {
+    setenv("VKMOE_CHAIN_LAYERS", chained ? "1" : "0", 1);
+    auto e = make_engine(*m, o);
+    std::vector<float> l = e->eval(prompt);
+    for (int i = 0; i < 4; ++i) {
+      if (chained) tokens.push_back(argmax(l));
+      l = e->eval({tokens[i]});
+      logits[chained].push_back(l);
+    }
+    report[chained] = e->stats_report();
+  }
+  for (const char* v : {"VKMOE_CHAIN_LAYERS", "VKMOE_MOE_FUSED_GRID", "VKMOE_FUSED_CLOCKS"}) unsetenv(v);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(logits[1][i], logits[0][i]) << "decoded token " << i;
+  EXPECT_NE(report[1].find("chained decode layers: "), std::string::npos) << report[1];
+  EXPECT_EQ(report[0].find("chained decode layers: "), std::string::npos) << report[0];
+  if (!clocks) return;
+  // The timelines show the waits where chained, and only there.
+  for (const char* edge : {"attention waited", "inputs waited"}) {
+    EXPECT_NE(report[1].find(edge), std::string::npos) << report[1];
+    EXPECT_EQ(report[0].find(edge), std::string::npos) << report[0];
+  }
+  EXPECT_NE(report[1].find("block at work"), std::string::npos) << report[1];
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardFusedMoe, ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=llama"),

@@ -300,21 +300,22 @@ RopeStoreArgs rope_store_args(const Buffer& q, const Buffer& k, const Buffer& k_
 
 // The folded attention's clock stamps at kClockBase (AttentionArgs::clocks):
 // a prefix of workgroups stamped every edge in order (the split count only
-// where a split tail ran), nothing else.
+// where a split tail ran, the inputs' wait only where chained), nothing else.
 constexpr uint32_t kClockBase = 3 * kAttnClockSlots;
-void expect_attention_stamps(const std::vector<uint64_t>& st, bool counted) {
+void expect_attention_stamps(const std::vector<uint64_t>& st, bool counted, bool waited = false) {
   using C = AttnClock;
   for (uint32_t i = 0; i < kClockBase; ++i) ASSERT_EQ(st[i], 0u) << "before the base: " << i;
   auto at = [&](uint32_t w, uint32_t slot) { return st[kClockBase + size_t(w) * kAttnClockSlots + slot]; };
   uint32_t n = 0;
   while (n < kAttnClockWorkgroups && at(n, uint32_t(C::Start))) ++n;
   ASSERT_GT(n, 0u) << "no workgroup stamped its start";
-  const C order[] = {C::Start, C::Prologue, C::Tiles, C::Stored, C::Counted, C::End};
+  const C order[] = {C::Start, C::Waited, C::Prologue, C::Tiles, C::Stored, C::Counted, C::End};
   static_assert(sizeof order / sizeof *order == size_t(C::Count));
   for (uint32_t w = 0; w < kAttnClockWorkgroups; ++w) {
     uint64_t prev = 0;
     for (uint32_t slot = 0; slot < kAttnClockSlots; ++slot) {
-      const bool want = w < n && slot < uint32_t(C::Count) && (order[slot] != C::Counted || counted);
+      const bool want = w < n && slot < uint32_t(C::Count) && (order[slot] != C::Counted || counted) &&
+                        (order[slot] != C::Waited || waited);
       if (!want) {
         ASSERT_EQ(at(w, slot), 0u) << "workgroup " << w << " slot " << slot;
         continue;
@@ -823,8 +824,12 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             std::vector<uint8_t> kc, vc;
             AttentionRecord rec;
             std::vector<uint64_t> stamps;
+            std::array<uint32_t, 2> counts;  // the chained inputs' and done counters
           };
-          auto run = [&](bool fold, bool clocks = false) {
+          // Chained (AttentionArgs::wait_counter, done_counter at counters 40 and
+          // 41): the inputs' counter preset to `ready`, waited for until 5.
+          enum class Chain { None, Ready, Never };
+          auto run = [&](bool fold, bool clocks = false, Chain chain = Chain::None) {
             Buffer bq = e.buf(q), bk = e.buf(k), bv = e.buf(v), bqw = e.buf(qw), bkw = e.buf(kw), bsk = e.buf(sk);
             Buffer bkc = e.cache(cache_k, KvType::F16, D, NKV), bvc = e.cache(cache_v, KvType::F16, D, NKV);
             Buffer bo = e.buf(std::vector<float>(NH * D, NAN));
@@ -865,6 +870,15 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
               a.counters = counters;
               a.counter_index = 3;
             }
+            if (chain != Chain::None) {
+              std::vector<uint32_t> c(64, 0);
+              c[40] = chain == Chain::Ready ? 6 : 4;
+              counters = e.buf(c);
+              a.counters = counters;
+              a.wait_counter = 41;
+              a.wait_value = 5;
+              a.done_counter = 42;
+            }
             Run res;
             if (fold) {
               EXPECT_TRUE(attention_folds_rope_store(*e.ctx, a, rs));
@@ -887,10 +901,11 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             res.kc = e.read<uint8_t>(bkc, bkc.size());
             res.vc = e.read<uint8_t>(bvc, bvc.size());
             if (clocks) res.stamps = e.read<uint64_t>(bclk, bclk.size() / 8);
+            const auto c = e.read<uint32_t>(counters, 64);
             if (tail) {
-              const auto c = e.read<uint32_t>(counters, 64);
-              EXPECT_EQ(std::count(c.begin(), c.end(), 0u), 64) << "the split tail left a counter non-zero";
+              EXPECT_EQ(std::count(c.begin(), c.begin() + 40, 0u), 40) << "the split tail left a counter non-zero";
             }
+            res.counts = {c[40], c[41]};
             return res;
           };
           const Run sep = run(false), fold = run(true);
@@ -926,6 +941,33 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             ASSERT_EQ(clk.kc, fold.kc);
             ASSERT_EQ(clk.vc, fold.vc);
             expect_attention_stamps(clk.stamps, clk.rec.splits > 1 && clk.rec.split_tail);
+          }
+          // Chained (counters bound as for the split tail): one dispatch waits for its inputs,
+          // computes what it does after a barrier and counts its workgroups done; a split
+          // reduce gets the barrier instead.
+          if (!tail) continue;
+          const bool one_dispatch = fold.rec.splits == 1 || fold.rec.split_tail;
+          const Run chained = run(true, false, Chain::Ready);
+          EXPECT_EQ(chained.o, fold.o);
+          ASSERT_EQ(chained.kc, fold.kc);
+          ASSERT_EQ(chained.vc, fold.vc);
+          EXPECT_EQ(chained.counts[0], 6u);
+          EXPECT_EQ(chained.counts[1], chained.rec.counted_workgroups);
+          EXPECT_EQ(chained.rec.waited, one_dispatch);
+          if (e.ctx->info().device_clock && one_dispatch) {  // the wait's edge too
+            const Run clk = run(true, true, Chain::Ready);
+            EXPECT_LT(rel_err(clk.o, chained.o), 1e-6);
+            expect_attention_stamps(clk.stamps, clk.rec.splits > 1 && clk.rec.split_tail, true);
+          }
+          if (one_dispatch) {
+            EXPECT_GE(chained.rec.counted_workgroups, fold.rec.splits * NKV);
+          } else {
+            EXPECT_EQ(chained.rec.counted_workgroups, 0u);
+          }
+          if (one_dispatch && iter % 3 == 0) {
+            const Run lost = run(true, false, Chain::Never);
+            EXPECT_TRUE(std::all_of(lost.o.begin(), lost.o.end(), [](float v) { return std::isnan(v); }))
+                << "a wait that gave up leaves NaN outputs";
           }
         }
 }

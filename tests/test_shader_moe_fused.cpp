@@ -148,15 +148,21 @@ struct Out {
   std::vector<float> att;        // with an output projection: att after the dispatch
 };
 
+// Chained layers (MoeFusedDecodeArgs::att_done, qkv_ready at counters 1 and
+// 2): the attention's count preset to done, waited for until att_wgs.
+struct Chain {
+  uint32_t done, att_wgs, qkv_value;
+};
+
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
               uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {},
-              bool clocks = false) {
+              bool clocks = false, const Chain* chain = nullptr) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
          bh = e.buf(std::vector<float>(size_t(c.K) * c.F, kNaN)), bi = e.buf(std::vector<int32_t>(c.K, -7)),
-         bw = e.buf(std::vector<float>(c.K, kNaN)), bc = e.buf(std::vector<uint32_t>(8, 0)),
-         bnn = e.buf(b.next_w), bxn = e.buf(std::vector<float>(c.E, kNaN)), bf = e.buf(std::vector<uint32_t>(1, 99));
+         bw = e.buf(std::vector<float>(c.K, kNaN)),
+         bc = e.buf(std::vector<uint32_t>{0, chain ? chain->done : 0u, 0, 0, 0, 0, 0, 0}), bnn = e.buf(b.next_w), bxn = e.buf(std::vector<float>(c.E, kNaN)), bf = e.buf(std::vector<uint32_t>(1, 99));
   MoeFusedDecodeArgs a;
   a.gate_up_type = c.gu;
   a.down_type = c.dn;
@@ -188,6 +194,12 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
   a.flags = bf;
   a.grid = grid;
   a.lanes = lanes;
+  if (chain) {
+    a.att_done = 2;
+    a.att_wgs = chain->att_wgs;
+    a.qkv_ready = 3;
+    a.qkv_value = chain->qkv_value;
+  }
   Buffer bo, batt, bparts, bwq, bwk, bwv, bq, bk, bv;
   if (extra) {
     bo = e.buf(extra->wo.q);
@@ -528,11 +540,11 @@ TEST(ShaderMoeFused, ClockStampsFollowTheSteps) {
     ASSERT_EQ(o.ids, plain.ids);
     for (uint32_t i = 0; i < c.E; ++i) ASSERT_NEAR(o.x[i], plain.x[i], 1e-5 * std::fabs(plain.x[i]) + 1e-6) << i;
     for (uint32_t i = 0; i < x_.Q; ++i) ASSERT_NEAR(o.q[i], plain.q[i], 1e-5 * std::fabs(plain.q[i]) + 1e-6) << i;
-    // Without attention splits to combine, no att edges.
+    // Without attention splits to combine, no att edges; not chained, no wait.
     const C order[] = {C::Start,      C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
                        C::TopK,       C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
                        C::DownLeave,  C::NextNorm,      C::End};
-    static_assert(sizeof order / sizeof *order + 2 == size_t(C::Count));
+    static_assert(sizeof order / sizeof *order + 3 == size_t(C::Count));
     for (uint32_t w = 0; w < grid; ++w) {
       const uint64_t* st = &o.stamps[size_t(w) * kFusedClockSlots];
       uint32_t stamped = 0;
@@ -549,6 +561,36 @@ TEST(ShaderMoeFused, ClockStampsFollowTheSteps) {
   }
 }
 
+// Chained layers: the block first waits until the attention's count reaches
+// att_wgs, then computes exactly what it does after a barrier, and raises the
+// q/k/v counter once they are written; a count that never comes gives up and
+// poisons x.
+TEST(ShaderMoeFused, ChainedWaitsForTheAttentionAndRaisesQkvReady) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const Case& c = kCases[0];
+  if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+  Block b(c, e);
+  const Extra x_(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 1024, 1024, 256);
+  for (uint32_t grid : grids(e)) {
+    SCOPED_TRACE("grid " + std::to_string(grid));
+    const std::vector<float> x = e.randn(c.E, 1.5f);
+    const Out plain = run_block(e, b, x, grid, 5, 7, &x_);
+    const Chain ready{40, 37, 9};
+    const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &ready);
+    EXPECT_EQ(o.x, plain.x);
+    EXPECT_EQ(o.q, plain.q);
+    EXPECT_EQ(o.k, plain.k);
+    EXPECT_EQ(o.v, plain.v);
+    EXPECT_EQ(o.flag, plain.flag);
+    EXPECT_EQ(o.counters, (std::vector<uint32_t>{0, 40, 9, 0, 0, 0, 0, 0})) << "q/k/v ready raised to 9";
+    const Chain never{36, 37, 9};
+    const Out lost = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &never);
+    EXPECT_EQ(lost.flag, 1u) << "the lost wait lowers the flag to 1";
+    EXPECT_TRUE(std::any_of(lost.x.begin(), lost.x.end(), [](float v) { return std::isnan(v); })) << "and poisons x";
+  }
+}
+
 // The kernel's push constants (shaders/moe_decode_fused.comp), to launch fewer
 // workgroups than the grid it waits for.
 struct Push {
@@ -557,6 +599,7 @@ struct Push {
   uint32_t check_in, check_out, gu_stride, dn_stride, grid, counter, spin_limit, topk_normalize, topk_gating;
   float topk_scale;
   uint32_t glu_act, next_norm, att_dim, q_dim, kv_dim, att_splits, att_ml_off, head_dim, clock_base;
+  uint32_t att_done, att_wgs, qkv_ready, qkv_value;
 };
 
 TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {

@@ -24,7 +24,7 @@ struct EdgeSum {
   double first = 0, sum = 0, last = 0;
   uint64_t n = 0;
   void add(uint64_t v, uint64_t from) {
-    const double t = double(v - from);
+    const double t = double(int64_t(v - from));  // negative: before `from`
     first = n ? std::min(first, t) : t;
     last = std::max(last, t);
     sum += t;
@@ -48,50 +48,59 @@ void DecodeClocks::collect() {
   ctx_.read_buffer(fused_, 0, fused_host_.data(), fused_.size());
   ctx_.read_buffer(attn_, 0, attn_host_.data(), attn_.size());
   const uint64_t* s = fused_host_.data();
-  uint64_t prev_end = 0;
+  auto at = [&](uint32_t il, uint32_t w, vk::FusedClock c) {
+    return s[fused_base(int(il)) + uint64_t(w) * vk::kFusedClockSlots + uint32_t(c)];
+  };
+  // Each fused layer's first start and last end (0: not a fused layer).
+  std::vector<uint64_t> t0(n_layer_, 0), t_end(n_layer_, 0);
   for (uint32_t il = 0; il < n_layer_; ++il) {
-    const uint64_t base = fused_base(int(il));
-    auto at = [&](uint32_t w, vk::FusedClock c) { return s[base + uint64_t(w) * vk::kFusedClockSlots + uint32_t(c)]; };
-    uint64_t t0 = kNone;
+    uint64_t first = kNone;
     for (uint32_t w = 0; w < grid_; ++w)
-      if (const uint64_t v = at(w, vk::FusedClock::Start)) t0 = std::min(t0, v);
-    if (t0 == kNone) {  // not a fused layer
-      prev_end = 0;
-      continue;
-    }
-    if (prev_end && t0 > prev_end) {
-      gap_ns_ += double(t0 - prev_end);
-      ++gaps_;
-      // This layer's attention ran between the two fused dispatches.
-      const uint64_t* a = attn_host_.data() + attention_base(int(il));
-      std::array<EdgeSum, size_t(vk::AttnClock::Count)> e{};
-      uint32_t wgs = 0;
-      for (uint32_t w = 0; w < vk::kAttnClockWorkgroups; ++w) {
-        const uint64_t* st = a + uint64_t(w) * vk::kAttnClockSlots;
-        const uint64_t start = st[uint32_t(vk::AttnClock::Start)];
-        if (start < prev_end || start > t0) continue;  // unstamped, or left from an earlier token
-        ++wgs;
-        for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c)
-          if (st[c] >= prev_end && st[c] <= t0) e[c].add(st[c], prev_end);
-      }
-      if (wgs) {
-        attn_wgs_ += wgs;
-        ++attn_gaps_;
-        for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c)
-          if (e[c].n) attn_edges_[c].add(e[c].first, e[c].sum / double(e[c].n), e[c].last);
-        attn_gap_ns_ += double(t0 - prev_end) - e[uint32_t(vk::AttnClock::End)].last;
-      }
-    }
-    prev_end = 0;
+      if (const uint64_t v = at(il, w, vk::FusedClock::Start)) first = std::min(first, v);
+    if (first == kNone) continue;
+    t0[il] = first;
+    for (uint32_t w = 0; w < grid_; ++w) t_end[il] = std::max(t_end[il], at(il, w, vk::FusedClock::End));
+  }
+  for (uint32_t il = 0; il < n_layer_; ++il) {
+    if (!t0[il]) continue;
+    uint64_t waited = 0;  // chained: the latest workgroup's end of the wait for the attention
     for (uint32_t c = 0; c < uint32_t(vk::FusedClock::Count); ++c) {
       EdgeSum e;
       for (uint32_t w = 0; w < grid_; ++w) {
-        const uint64_t v = at(w, vk::FusedClock(c));
-        if (v >= t0) e.add(v, t0);  // not unstamped (0) or left from an earlier token
+        const uint64_t v = at(il, w, vk::FusedClock(c));
+        if (v >= t0[il]) e.add(v, t0[il]);  // not unstamped (0) or left from an earlier token
       }
       if (e.n == 0) continue;
       edges_[c].add(e.first, e.sum / double(e.n), e.last);
-      if (vk::FusedClock(c) == vk::FusedClock::End) prev_end = t0 + uint64_t(e.last);
+      if (vk::FusedClock(c) == vk::FusedClock::Waited) waited = t0[il] + uint64_t(e.last);
+    }
+    if (il == 0 || !t0[il - 1] || t_end[il - 1] < t0[il - 1]) continue;
+    const uint64_t prev_end = t_end[il - 1], work = waited ? waited : t0[il];
+    if (t0[il] > prev_end) {  // not chained: the next dispatch started after it
+      gap_ns_ += double(t0[il] - prev_end);
+      ++gaps_;
+    }
+    work_ns_ += double(int64_t(work - prev_end));
+    ++works_;
+    // This layer's attention ran after the fused dispatch before started (chained:
+    // its workgroups may start, and wait, before that one ends) and before this one ended.
+    const uint64_t* a = attn_host_.data() + attention_base(int(il));
+    std::array<EdgeSum, size_t(vk::AttnClock::Count)> e{};
+    uint32_t wgs = 0;
+    for (uint32_t w = 0; w < vk::kAttnClockWorkgroups; ++w) {
+      const uint64_t* st = a + uint64_t(w) * vk::kAttnClockSlots;
+      const uint64_t start = st[uint32_t(vk::AttnClock::Start)];
+      if (start < t0[il - 1] || start > t_end[il]) continue;  // unstamped, or left from an earlier token
+      ++wgs;
+      for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c)
+        if (st[c] >= t0[il - 1] && st[c] <= t_end[il]) e[c].add(st[c], prev_end);
+    }
+    if (wgs) {
+      attn_wgs_ += wgs;
+      ++attn_gaps_;
+      for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c)
+        if (e[c].n) attn_edges_[c].add(e[c].first, e[c].sum / double(e[c].n), e[c].last);
+      attn_gap_ns_ += double(int64_t(work - prev_end)) - e[uint32_t(vk::AttnClock::End)].last;
     }
   }
   ++tokens_;
@@ -117,11 +126,18 @@ std::string DecodeClocks::report() const {
                   gap_ns_ / double(gaps_) / 1e3);
     o += line;
   }
+  if (works_) {
+    std::snprintf(line, sizeof line,
+                  "  from a dispatch's last end to the next layer's block at work (its first start, or chained its "
+                  "latest end of the wait for the attention): %.2f us\n",
+                  work_ns_ / double(works_) / 1e3);
+    o += line;
+  }
   if (attn_gaps_) {
     std::snprintf(line, sizeof line,
                   "attention between them (%.0f of %llu layer gaps, %.1f workgroups), us from the fused dispatch's "
-                  "last end:\n  %-22s %8s %8s %8s\n",
-                  double(attn_gaps_), (unsigned long long)gaps_, attn_wgs_ / double(attn_gaps_), "edge", "first",
+                  "last end (chained: before it where negative):\n  %-22s %8s %8s %8s\n",
+                  double(attn_gaps_), (unsigned long long)works_, attn_wgs_ / double(attn_gaps_), "edge", "first",
                   "mean", "latest");
     o += line;
     for (uint32_t c = 0; c < uint32_t(vk::AttnClock::Count); ++c) {
@@ -131,7 +147,7 @@ std::string DecodeClocks::report() const {
                     e.first_ns / double(e.n) / 1e3, e.mean_ns / double(e.n) / 1e3, e.last_ns / double(e.n) / 1e3);
       o += line;
     }
-    std::snprintf(line, sizeof line, "  from the attention's last end to the next fused start: %.2f us\n",
+    std::snprintf(line, sizeof line, "  from the attention's last end to the next block at work: %.2f us\n",
                   attn_gap_ns_ / double(attn_gaps_) / 1e3);
     o += line;
   }

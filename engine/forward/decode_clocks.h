@@ -4,7 +4,9 @@
 // dispatch before each of them (vk::AttnClock, the one-token kernel), read
 // after each token and reported as one layer's timelines: when the
 // workgroups reach each edge, the fused dispatch's counted from its first
-// start, the attention's from the previous fused dispatch's last end. The
+// start, the attention's from the previous fused dispatch's last end (chained
+// layers, LayerProgram::FusedDecode: each may start before the one it waits
+// for ends). The
 // stamps go to device memory and are copied back (stamps written across the
 // bus would lengthen the steps they time).
 #include <array>
@@ -50,10 +52,11 @@ class DecodeClocks {
   std::vector<uint64_t> fused_host_, attn_host_;
   std::array<Edge, size_t(vk::FusedClock::Count)> edges_{};
   std::array<Edge, size_t(vk::AttnClock::Count)> attn_edges_{};
-  double gap_ns_ = 0;       // a fused dispatch's last end to the next layer's first start
-  double attn_gap_ns_ = 0;  // the attention's last end to that start
+  double gap_ns_ = 0;       // a fused dispatch's last end to the next layer's first start (not chained)
+  double work_ns_ = 0;      // to the next layer's block at work (chained: its wait for the attention done)
+  double attn_gap_ns_ = 0;  // the attention's last end to that
   double attn_wgs_ = 0;     // workgroups that stamped
-  uint64_t gaps_ = 0, attn_gaps_ = 0, tokens_ = 0;
+  uint64_t gaps_ = 0, works_ = 0, attn_gaps_ = 0, tokens_ = 0;
 };
 
 }  // namespace vkmoe

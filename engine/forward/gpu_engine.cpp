@@ -340,11 +340,17 @@ LayerProgram::Keep GpuEngine::keep_rows(int il, bool logits) const {
 // one submission a pp512 run took 4-8 ms longer than its GPU time; PERF.md run 31).
 void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early, bool logits) {
   record_embed(*r, n);
+  // A decoded token's layers may chain (LayerProgram::FusedDecode), not while profiling.
+  const bool chain = n == 1 && !profiling_;
+  if (chain) r->fill(act_->counters, Activations::kChainReady * 4, 8, 0);
   r->barrier();
   mark(*r, "start");
   using AttnIn = LayerProgram::AttnIn;
   AttnIn in = AttnIn::X;
   int next_cut = 1;
+  bool qkv_chained = false;
+  uint32_t chained_wgs = 0;
+  if (n == 1) chained_waits_ = 0;
   for (int il = 0; il < c_.n_layer; ++il) {
     // A ubatch's output projection may write the FFN norm of a MoE layer too
     // (VKMOE_PROMPT_FFN_NORM=0: apart).
@@ -352,9 +358,14 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
     bool ffn_normed = false;
     const bool moe = m_.layers()[il].spec.moe;
     // A decoded token's MoE block in one dispatch, with what else it takes.
-    LayerProgram::FusedDecode fused = n == 1 && moe ? prog_->fused_decode(il) : LayerProgram::FusedDecode{};
+    LayerProgram::FusedDecode fused = n == 1 && moe ? prog_->fused_decode(il, chain) : LayerProgram::FusedDecode{};
+    fused.qkv_chained = qkv_chained;
+    fused.att_wgs = chained_wgs;
     n = prog_->attention(*r, il, pos0, n, in, keep_rows(il, logits), moe && fold_ffn_norm ? &ffn_normed : nullptr,
                          &fused);
+    chained_wgs = fused.att_wgs;
+    chained_waits_ += (fused.qkv_waited ? 1 : 0) + (fused.att_chained ? 1 : 0);
+    qkv_chained = false;
     in = AttnIn::X;
     if (n == 0) return;  // nothing reads this ubatch's last hidden states
     if (moe) {
@@ -366,6 +377,7 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
       if (n > 1 && (last || !prompt_fold)) next_norm = nullptr;
       const bool normed = prog_->moe_resident(*r, il, n, next_norm, ffn_normed, &fused);
       in = fused.next_qkv ? AttnIn::Qkv : normed ? AttnIn::Normed : AttnIn::X;
+      qkv_chained = fused.chain_out;
     } else {
       prog_->dense_ffn(*r, il, n);
     }
@@ -509,6 +521,9 @@ std::string GpuEngine::stats_report() const {
     report_steps(o, title.c_str(), prof_decode_.ns, prof_decode_.passes);
   }
   if (clocks_) o << clocks_->report();
+  if (chained_waits_ > 0)
+    o << "chained decode layers: " << chained_waits_
+      << " dispatches a token wait for the one before by a counter instead of a barrier\n";
   if (!offload_) return o.str() + "expert statistics: all experts resident in VRAM (no cache, no transfers)\n";
   const PrefillStats& p = prefill_stats_;
   if (p.layer_passes > 0) {

@@ -173,6 +173,7 @@ class GpuEngine final : public Engine {
   StepTimes prof_decode_, prof_prompt_;
   bool profiling_ = false;  // the command buffer being recorded takes timestamps
   std::unique_ptr<DecodeClocks> clocks_;  // VKMOE_FUSED_CLOCKS=1
+  uint32_t chained_waits_ = 0;  // the last recorded token's dispatches chained (LayerProgram::FusedDecode)
 };
 
 }  // namespace vkmoe

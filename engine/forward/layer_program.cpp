@@ -157,13 +157,19 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   if (spec.sinks) at.sinks = g.attn_sinks.buf;
   at.window = spec.window;
   // One token: the attention kernel norms, rotates and stores itself where it can.
+  const bool qkv_chained = in == AttnIn::Qkv && fused && fused->qkv_chained;
   if (vk::attention_folds_rope_store(ops_.ctx(), at, rs)) {
     at.rope = &rs;
+    if (qkv_chained) {  // the block before raised the counter to il + 1 (chain_out)
+      at.wait_counter = Activations::kChainReady + 1;
+      at.wait_value = uint32_t(il) + 1;
+    }
     if (clocks_) {
       at.clocks = clocks_->attention();
       at.clock_base = DecodeClocks::attention_base(il);
     }
   } else {
+    if (qkv_chained) r.barrier();
     vk::record_rope_store(r, rs);
     r.barrier();
     mark_(r, "qk-norm/rope/kv store");
@@ -184,12 +190,17 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   static const bool combine_in_block = !vk::env_off("VKMOE_FUSED_ATT_SPLITS");
   at.leave_splits = leave_out_proj && combine_in_block && n == 1 && !spec.sinks &&
                     vk::moe_fused_combines_att(ops_.ctx().info(), c_.attn_out_dim(), D, vk::kMaxAttentionSplits);
+  // The block after it waits for its workgroups instead of a barrier.
+  if (at.rope && leave_out_proj && fused->chain) at.done_counter = Activations::kChainDone + 1;
   const vk::AttentionRecord rec = vk::record_attention(r, at);
   if (fused) {
     fused->att_splits = rec.splits_left ? rec.splits : 1;
     fused->att_ml_off = rec.ml_off;
+    fused->qkv_waited = rec.waited;
+    fused->att_chained = rec.counted_workgroups != 0;
+    fused->att_wgs += rec.counted_workgroups;
   }
-  r.barrier();
+  if (!fused || !fused->att_chained) r.barrier();
   mark_(r, "attention");
   if (leave_out_proj) return n;
   if (spec.mla) expand_mla(r, il, n);
@@ -359,8 +370,9 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   return false;
 }
 
-LayerProgram::FusedDecode LayerProgram::fused_decode(int il) const {
+LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
+  const bool chain_layers = !vk::env_off("VKMOE_CHAIN_LAYERS");  // per token, as the grid
   // Read per token, as the grid is (tests compare both ways in one process).
   // On the H200 the q/k/v step saves 1.5-1.8% of GPU time a token; tokens per
   // second stayed within noise of the output projection alone (PERF.md run 37).
@@ -386,6 +398,8 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il) const {
     f.next_qkv = !next.mla && !next.qkv_bias && next.qk_norm != QkNorm::Whole &&
                  vk::moe_fused_takes_qkv(ng.wq.type, ng.wk.type, ng.wv.type, E, c_.q_dim(), c_.kv_dim());
   }
+  f.chain = chain && chain_layers;
+  f.chain_out = f.chain && f.next_qkv;
   return f;
 }
 
@@ -438,8 +452,16 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
     a.next_qkv = vk::MoeFusedNextQkv{ng.wq.type, ng.wk.type, ng.wv.type, ng.wq.buf, ng.wk.buf, ng.wv.buf,
                                      a_.q, a_.k, a_.v, uint32_t(c_.q_dim()), uint32_t(c_.kv_dim())};
   }
+  if (f.att_chained) {
+    a.att_done = Activations::kChainDone + 1;
+    a.att_wgs = f.att_wgs;
+  }
+  if (f.chain_out) {
+    a.qkv_ready = Activations::kChainReady + 1;
+    a.qkv_value = uint32_t(il) + 2;
+  }
   vk::record_moe_fused_decode(r, a);
-  r.barrier();
+  if (!f.chain_out) r.barrier();
   mark_(r, f.next_qkv   ? (f.out_proj ? "out proj + MoE block + next q/k/v (fused)" : "MoE block + next q/k/v (fused)")
            : f.out_proj ? (next_norm ? "out proj + MoE block + next norm (fused)" : "out proj + MoE block (fused)")
            : next_norm  ? "MoE block (fused) + next norm"

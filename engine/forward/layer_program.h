@@ -86,8 +86,23 @@ class LayerProgram {
     // attn_scratch (pairs from float att_ml_off) for the block to combine
     // (VKMOE_FUSED_ATT_SPLITS=0: the attention's split tail combines them).
     uint32_t att_splits = 1, att_ml_off = 0;
+    // Chained layers (fused_decode's `chain`): dispatches that wait for the
+    // one before by a counter (Activations::kChainReady, kChainDone, zeroed
+    // at the token's start) instead of a barrier between them.
+    // chain_out: the block raises kChainReady to il + 2 once layer il + 1's
+    // q/k/v are written, and no barrier follows it. qkv_chained (the caller
+    // sets it from the previous layer's chain_out): this layer's q/k/v came
+    // so. att_wgs: the token's chained attention workgroups so far (the
+    // caller carries it from layer to layer); attention() adds its own where
+    // it counts itself done (att_chained: no barrier follows it), and the
+    // block then waits for that many.
+    // qkv_waited: the attention waited for the q/k/v counter (no barrier before it).
+    bool chain = false, chain_out = false, qkv_chained = false, qkv_waited = false, att_chained = false;
+    uint32_t att_wgs = 0;
   };
-  FusedDecode fused_decode(int il) const;
+  // chain: dispatches may be chained (not while profiling: its timestamps
+  // need the barriers; VKMOE_CHAIN_LAYERS=0: never).
+  FusedDecode fused_decode(int il, bool chain = false) const;
   // Where set, the fused block's dispatches of clocks->grid() workgroups
   // (vk::MoeFusedDecodeArgs::clocks) and the one-token attention
   // (vk::AttentionArgs::clocks) stamp their steps' edges there.

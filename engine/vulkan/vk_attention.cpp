@@ -58,7 +58,9 @@ struct FlashPush {
   float eps, freq_scale, ext_factor;
   RopeConsts rc;
   uint32_t clock_base;  // _clock: this dispatch's first stamp
+  uint32_t wait_counter, wait_value, done_counter;  // chained: AttentionArgs'
 };
+static_assert(sizeof(FlashPush) <= 128, "push constants past the guaranteed 128 bytes");
 struct SplitReducePush {
   uint32_t head_dim, n_head, n_split, ml_off, o_stride, has_sinks;
 };
@@ -196,7 +198,8 @@ uint32_t q8_row_uints(uint32_t head_dim, uint32_t n_head_kv) {
 }  // namespace
 
 const char* attn_clock_name(AttnClock c) {
-  static const char* const names[] = {"start", "rope prologue", "key tiles", "stored", "split counted", "end"};
+  static const char* const names[] = {"start",  "inputs waited", "rope prologue", "key tiles",
+                                      "stored", "split counted", "end"};
   static_assert(sizeof names / sizeof *names == size_t(AttnClock::Count));
   return c < AttnClock::Count ? names[uint32_t(c)] : "?";
 }
@@ -310,6 +313,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
     }
   }
   if (attention_uses_coopmat(ctx, a)) {
+    if (a.wait_counter) rec.barrier();  // not chained
     record_attention_coopmat(rec, a);
     return {};
   }
@@ -365,6 +369,18 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   const bool tail = n_split > 1 && !left && tail_fits && !tail_off && a.counters.buffer != VK_NULL_HANDLE &&
                     (uint64_t(a.counter_index) + n_counters) * 4 <= a.counters.range;
   push.tail_counter = tail ? a.counter_index + 1 : 0;
+  // Chained: one dispatch waits for its inputs and counts itself done.
+  const bool single = n_split == 1 || tail || left;
+  if ((a.wait_counter || a.done_counter) && (!a.rope || a.counters.buffer == VK_NULL_HANDLE))
+    throw Error("internal error: chained attention without the folded rope or counters");
+  const bool waits = a.wait_counter != 0 && single, counts = a.done_counter != 0 && single;
+  if (a.wait_counter && !waits) rec.barrier();
+  if (waits) {
+    push.wait_counter = a.wait_counter;
+    push.wait_value = a.wait_value;
+  }
+  if (counts) push.done_counter = a.done_counter;
+  const bool counters = tail || waits || counts;
   push.kv_same = a.k_cache.buffer == a.v_cache.buffer && a.k_cache.offset == a.v_cache.offset ? 1u : 0u;
   const std::vector<uint32_t> spec = {D,    s.br, s.bc, s.sr, s.sk, s.dt, s.nc, s.q_shared ? 1u : 0u,
                                      s.subgroup_rows ? 1u : 0u};
@@ -372,7 +388,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   // tail) or q (sinks without sinks, norm weights without a norm).
   const BufferRange& sinks = push.has_sinks ? a.sinks : a.q;
   std::vector<BufferRange> bind = {a.q, a.k_cache, a.v_cache, a.o, n_split > 1 ? a.scratch : a.o, sinks,
-                                   tail ? a.counters : a.o};
+                                   counters ? a.counters : a.o};
   std::string name = std::string("attn_flash_") + kv_type_name(a.kv_type);
   if (a.rope) {
     const RopeStoreArgs& rs = *a.rope;
@@ -397,8 +413,9 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   }
   const Pipeline& fp = ctx.pipeline(name, static_cast<uint32_t>(bind.size()), sizeof push, spec);
   rec.dispatch(fp, bind, &push, sizeof push, row_blocks, n_split, a.n_head_kv);
-  if (n_split == 1 || tail || left)
-    return {n_split, tail, left, left ? push.ml_off : 0u, a.rope != nullptr, s.subgroup_rows};
+  if (single)
+    return {n_split, tail, left, left ? push.ml_off : 0u, a.rope != nullptr, s.subgroup_rows, waits,
+            counts ? row_blocks * n_split * a.n_head_kv : 0u};
   rec.barrier();
   const SplitReducePush rp{D, a.n_head, n_split, part_rows * D, a.o_stride, has_sinks ? 1u : 0u};
   const Pipeline& p = ctx.pipeline("attn_split_reduce", 3, sizeof rp);

@@ -94,11 +94,21 @@ struct AttentionArgs {
   // split) * row blocks + row block, at most kAttnClockWorkgroups of them.
   BufferRange clocks;
   uint32_t clock_base = 0;
+  // Chained decode layers (with rope; counters bound): wait_counter != 0:
+  // q, k and v come from the dispatch recorded just before, without a barrier
+  // between; the kernel waits until counters[wait_counter - 1] reaches
+  // wait_value (raised by that dispatch once they are written). Where the
+  // recording is more than one dispatch (a split reduce) a barrier is recorded
+  // before it instead. done_counter != 0, where the recording is one
+  // dispatch: each workgroup ends by adding 1 to counters[done_counter - 1]
+  // (AttentionRecord::counted_workgroups), and no barrier need follow for a
+  // dispatch that waits for that count.
+  uint32_t wait_counter = 0, wait_value = 0, done_counter = 0;
 };
 // The edges the _clock attention kernel stamps (shaders/attn_flash.comp's
-// CLK_*): its start, the end of the rope prologue, of the key loop, of the
+// CLK_*): its start, the end of its wait for its inputs (chained only), the end of the rope prologue, of the key loop, of the
 // output or partial stores, the split tail's count (split only) and its end.
-enum class AttnClock : uint32_t { Start, Prologue, Tiles, Stored, Counted, End, Count };
+enum class AttnClock : uint32_t { Start, Waited, Prologue, Tiles, Stored, Counted, End, Count };
 constexpr uint32_t kAttnClockSlots = 8, kAttnClockWorkgroups = 2048;
 const char* attn_clock_name(AttnClock c);
 // Whether record_attention can do rs's norm, rotation and cache store itself:
@@ -125,6 +135,8 @@ struct AttentionRecord {
   uint32_t ml_off = 0;
   bool rope_folded = false;
   bool subgroup_rows = false;  // the subgroup-row shape (the kernel falls back where subgroups differ at run time)
+  bool waited = false;              // wait_counter took effect (no barrier before)
+  uint32_t counted_workgroups = 0;  // done_counter took effect: its workgroups, each adding 1
 };
 AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a);
 

@@ -28,7 +28,9 @@ struct FusedPush {
   uint32_t att_dim, q_dim, kv_dim;
   uint32_t att_splits, att_ml_off, head_dim;
   uint32_t clock_base;
+  uint32_t att_done, att_wgs, qkv_ready, qkv_value;
 };
+static_assert(sizeof(FusedPush) <= 128, "push constants past the guaranteed 128 bytes");
 
 constexpr const char* kKernel = "moe_decode_fused";
 constexpr uint32_t kBindings = 23;  // the clock variant: one more
@@ -94,7 +96,7 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 }  // namespace
 
 const char* fused_clock_name(FusedClock c) {
-  static const char* const names[] = {"start",          "att combined: arrived", "att combined: released",
+  static const char* const names[] = {"start",          "attention waited",      "att combined: arrived", "att combined: released",
                                       "out proj: arrived",  "out proj: released",
                                       "router: arrived", "router: released",   "top-k done",
                                       "gate/up: arrived", "gate/up: released", "h quantized",
@@ -171,6 +173,10 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   check_binding(kKernel, "ids", a.ids, K * 4);
   check_binding(kKernel, "weights", a.weights, K * 4);
   check_binding(kKernel, "counters", a.counters, (uint64_t(a.counter) + 2) * 4);
+  if (a.att_wgs) check_binding(kKernel, "attention's count", a.counters, uint64_t(a.att_done) * 4);
+  if (a.next_qkv && a.qkv_ready) check_binding(kKernel, "q/k/v ready", a.counters, uint64_t(a.qkv_ready) * 4);
+  if ((a.att_wgs && !a.att_done) || (a.att_done && !a.att_wgs))
+    throw Error("internal error: moe_decode_fused waits on an attention count without its counter");
   check_binding(kKernel, "flags", a.flags, 4);
   const bool next_norm = a.next_norm.buffer != VK_NULL_HANDLE;
   if (next_norm) {
@@ -240,7 +246,11 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        o.splits > 1 ? o.splits : 0u,
                        o.ml_off,
                        o.head_dim,
-                       a.clock_base};
+                       a.clock_base,
+                       a.att_done,
+                       a.att_wgs,
+                       a.next_qkv ? a.qkv_ready : 0u,
+                       a.qkv_value};
   const Pipeline& p = ctx.pipeline(
       clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0), sizeof(FusedPush),
       {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),

@@ -65,13 +65,22 @@ struct MoeFusedDecodeArgs {
   // at clocks[clock_base + workgroup * kFusedClockSlots + slot].
   BufferRange clocks;
   uint32_t clock_base = 0;
+  // Chained decode layers (counters[i] for 1 + i; 0: none): att_done with
+  // att_wgs != 0: the attention recorded just before ran without a barrier
+  // between; every workgroup first waits until counters[att_done - 1] (its
+  // workgroups' count over the token) reaches att_wgs. qkv_ready (with
+  // next_qkv): the last workgroup raises counters[qkv_ready - 1] to qkv_value
+  // once the next q/k/v are written, for an attention that waits for it
+  // (vk::AttentionArgs::wait_counter) with no barrier after this dispatch.
+  uint32_t att_done = 0, att_wgs = 0, qkv_ready = 0, qkv_value = 0;
 };
 
 // The steps' edges the _clock kernel stamps (shaders/moe_decode_fused.comp's
-// CLK_*): a grid barrier's arrival and departure, and points inside steps.
+// CLK_*): a grid barrier's arrival and departure, points inside steps, and
+// (chained only) the end of the wait for the attention before.
 enum class FusedClock : uint32_t {
-  Start, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave, TopK, GateUpArrive, GateUpLeave,
-  HQuantized, DownArrive, DownLeave, NextNorm, End, Count
+  Start, Waited, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave, TopK, GateUpArrive,
+  GateUpLeave, HQuantized, DownArrive, DownLeave, NextNorm, End, Count
 };
 constexpr uint32_t kFusedClockSlots = 16;
 const char* fused_clock_name(FusedClock c);
