@@ -6,9 +6,8 @@
 // workgroups reach each edge, the fused dispatch's counted from its first
 // start, the attention's from the previous fused dispatch's last end (chained
 // layers, LayerProgram::FusedDecode: each may start before the one it waits
-// for ends). The
-// stamps go to device memory and are copied back (stamps written across the
-// bus would lengthen the steps they time).
+// for ends). The stamps go to device memory and are copied back (stamps
+// written across the bus would lengthen the steps they time).
 #include <array>
 #include <cstdint>
 #include <string>
