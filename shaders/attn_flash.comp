@@ -85,6 +85,7 @@ layout(std430, binding = 4) coherent buffer S { float part[]; };
 layout(std430, binding = 4) coherent buffer S4 { vec4 part4[]; };  // the same partials by vec4 (the split tail)
 layout(std430, binding = 5) readonly buffer Sinks { float sinks[]; };
 layout(std430, binding = 6) buffer Counter { uint counter[]; };  // split tail (tail_counter != 0)
+layout(std430, binding = 6) coherent volatile buffer CounterV { uint counter_v[]; };  // chained: polled by loads
 layout(push_constant) uniform P {
   uint q_stride4, o_stride4;  // vec4s between tokens
   uint n_rows, group, pos0, n_head, kv_row_lu;  // kv_row_lu: loads between cache positions
@@ -98,6 +99,7 @@ layout(push_constant) uniform P {
   float eps, freq_scale, ext_factor, theta_scale, mscale, corr0, corr1;
   uint clock_base;  // CLOCKS: this dispatch's first stamp
   uint wait_counter, wait_value, done_counter;  // chained (ROPE_IN): see above; 0: not
+  uint poll_loads;  // chained: the inputs' counter polled by loads (else by atomics)
 } p;
 
 shared vec4 q_sh[Q_SHARED ? BR * RS : 1];
@@ -409,7 +411,9 @@ void wait_for_inputs() {
   if (gl_LocalInvocationID.x == 0) {
     bool ready = false;  // polls in rounds of 1024 (llvmpipe ends any one loop after 65535 iterations)
     for (uint outer = 0; outer < 1024 && !ready; ++outer)
-      for (uint inner = 0; inner < 1024 && !ready; ++inner) ready = atomicAdd(counter[p.wait_counter - 1], 0u) >= p.wait_value;
+      for (uint inner = 0; inner < 1024 && !ready; ++inner)
+        ready = (p.poll_loads != 0 ? counter_v[p.wait_counter - 1] : atomicAdd(counter[p.wait_counter - 1], 0u)) >=
+                p.wait_value;
     inputs_ok = ready ? 1.0 : uintBitsToFloat(0x7fc00000u);
   }
   barrier();

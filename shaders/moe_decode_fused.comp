@@ -92,6 +92,7 @@ layout(set = 0, binding = 7) coherent buffer H1 { float h1[]; };
 layout(set = 0, binding = 8) writeonly buffer Ids { int ids_out[]; };
 layout(set = 0, binding = 9) writeonly buffer Wts { float wts_out[]; };
 layout(set = 0, binding = 10) coherent buffer C { uint counter[]; };
+layout(set = 0, binding = 10) coherent volatile buffer CV { uint counter_v[]; };  // polled by loads
 layout(set = 0, binding = 11) readonly buffer NNW { vec4 next_norm_w4[]; };
 layout(set = 0, binding = 12) writeonly buffer XN { vec4 xn4[]; };
 layout(set = 0, binding = 13) buffer F { uint first_bad; };
@@ -122,6 +123,7 @@ layout(push_constant) uniform Push {
   uint att_splits, att_ml_off, head_dim;  // > 1: att from att_part (pairs from float att_ml_off), heads of head_dim
   uint clock_base;  // CLOCKS: this dispatch's first stamp
   uint att_done, att_wgs, qkv_ready, qkv_value;  // chained: see above; 0: not
+  uint poll_loads;  // chained: the attention's count polled by loads (else by atomics)
 } p;
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
@@ -197,12 +199,13 @@ void stamp(uint slot) {
 // Invocation 0: polls counter[c] until it reaches `target`, in rounds of 1024
 // (llvmpipe ends any one loop after 65535 iterations), giving up after
 // spin_limit polls (first_bad 1, NaN into x) or, after a round, where an
-// earlier wait gave up. `arrived`: already there (no poll).
-void wait_count(uint c, uint target, bool arrived) {
+// earlier wait gave up. `arrived`: already there (no poll). loads: polls by
+// loads (an atomic's read-modify-write holds the line longer).
+void wait_count(uint c, uint target, bool arrived, bool loads) {
   bool lost = false;
   for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived && !lost; ++outer) {
     for (uint inner = 0; inner < 1024; ++inner)
-      if (atomicAdd(counter[c], 0u) >= target) {
+      if ((loads ? counter_v[c] : atomicAdd(counter[c], 0u)) >= target) {
         arrived = true;
         break;
       }
@@ -223,7 +226,8 @@ void grid_barrier(uint n, uint arrive, uint leave) {
   stamp(arrive);
   // The last to arrive does not poll (the others' polls are the barrier's
   // latency; it would add its own).
-  if (gl_LocalInvocationID.x == 0) wait_count(p.counter, n * p.grid, atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid);
+  if (gl_LocalInvocationID.x == 0)
+    wait_count(p.counter, n * p.grid, atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid, false);
   stamp(leave);
   barrier();
   memoryBarrierBuffer();
@@ -421,7 +425,7 @@ void main() {
   uint barriers = 0;
   stamp(CLK_START);
   if (p.att_wgs != 0) {  // chained: the attention's workgroups are done
-    if (t == 0) wait_count(p.att_done - 1, p.att_wgs, false);
+    if (t == 0) wait_count(p.att_done - 1, p.att_wgs, false, p.poll_loads != 0);
     stamp(CLK_WAITED);
     barrier();
     memoryBarrierBuffer();

@@ -878,6 +878,7 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
               a.wait_counter = 41;
               a.wait_value = 5;
               a.done_counter = 42;
+              a.poll_loads = iter % 2 == 0;  // both ways across the cases
             }
             Run res;
             if (fold) {

@@ -152,6 +152,7 @@ struct Out {
 // 2): the attention's count preset to done, waited for until att_wgs.
 struct Chain {
   uint32_t done, att_wgs, qkv_value;
+  bool poll_loads = true;
 };
 
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
@@ -199,6 +200,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
     a.att_wgs = chain->att_wgs;
     a.qkv_ready = 3;
     a.qkv_value = chain->qkv_value;
+    a.poll_loads = chain->poll_loads;
   }
   Buffer bo, batt, bparts, bwq, bwk, bwv, bq, bk, bv;
   if (extra) {
@@ -576,14 +578,17 @@ TEST(ShaderMoeFused, ChainedWaitsForTheAttentionAndRaisesQkvReady) {
     SCOPED_TRACE("grid " + std::to_string(grid));
     const std::vector<float> x = e.randn(c.E, 1.5f);
     const Out plain = run_block(e, b, x, grid, 5, 7, &x_);
-    const Chain ready{40, 37, 9};
-    const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &ready);
-    EXPECT_EQ(o.x, plain.x);
-    EXPECT_EQ(o.q, plain.q);
-    EXPECT_EQ(o.k, plain.k);
-    EXPECT_EQ(o.v, plain.v);
-    EXPECT_EQ(o.flag, plain.flag);
-    EXPECT_EQ(o.counters, (std::vector<uint32_t>{0, 40, 9, 0, 0, 0, 0, 0})) << "q/k/v ready raised to 9";
+    for (bool loads : {true, false}) {
+      SCOPED_TRACE(loads ? "polled by loads" : "polled by atomics");
+      const Chain ready{40, 37, 9, loads};
+      const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &ready);
+      EXPECT_EQ(o.x, plain.x);
+      EXPECT_EQ(o.q, plain.q);
+      EXPECT_EQ(o.k, plain.k);
+      EXPECT_EQ(o.v, plain.v);
+      EXPECT_EQ(o.flag, plain.flag);
+      EXPECT_EQ(o.counters, (std::vector<uint32_t>{0, 40, 9, 0, 0, 0, 0, 0})) << "q/k/v ready raised to 9";
+    }
     const Chain never{36, 37, 9};
     const Out lost = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &never);
     EXPECT_EQ(lost.flag, 1u) << "the lost wait lowers the flag to 1";
@@ -599,7 +604,7 @@ struct Push {
   uint32_t check_in, check_out, gu_stride, dn_stride, grid, counter, spin_limit, topk_normalize, topk_gating;
   float topk_scale;
   uint32_t glu_act, next_norm, att_dim, q_dim, kv_dim, att_splits, att_ml_off, head_dim, clock_base;
-  uint32_t att_done, att_wgs, qkv_ready, qkv_value;
+  uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads;
 };
 
 TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {

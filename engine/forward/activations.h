@@ -51,10 +51,11 @@ struct Activations {
   vk::Buffer gemm_split;
   vk::Buffer counters;      // zeroed uints: fused kernels count finished workgroups here
   // [0]: the router's top-k tail; [2, 3]: the fused MoE block's grid barrier
-  // and finish count; [4, 5]: chained decode layers (LayerProgram::FusedDecode);
-  // from kAttentionCounters: split attention tails.
-  static constexpr uint32_t kDispatchCounters = 1024, kMoeFusedCounters = 2, kChainReady = 4, kChainDone = 5,
-                            kAttentionCounters = 16;
+  // and finish count; [32], [64]: chained decode layers (LayerProgram::FusedDecode;
+  // 128 bytes apart: polled from every SM, not in the lines the grid barrier
+  // polls); from kAttentionCounters: split attention tails.
+  static constexpr uint32_t kDispatchCounters = 1024, kMoeFusedCounters = 2, kChainReady = 32, kChainDone = 64,
+                            kAttentionCounters = 96;
   // Host-visible uint: the smallest non_finite_site code whose check saw
   // NaN/Inf (kNoNonFinite while none did). Not device memory.
   vk::Buffer non_finite;

@@ -1,5 +1,7 @@
 #include "engine/forward/layer_program.h"
 
+#include <cstdlib>
+#include <string>
 #include <cmath>
 #include <vector>
 
@@ -163,6 +165,7 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
     if (qkv_chained) {  // the block before raised the counter to il + 1 (chain_out)
       at.wait_counter = Activations::kChainReady + 1;
       at.wait_value = uint32_t(il) + 1;
+      at.poll_loads = fused->poll_loads;
     }
     if (clocks_) {
       at.clocks = clocks_->attention();
@@ -191,7 +194,7 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   at.leave_splits = leave_out_proj && combine_in_block && n == 1 && !spec.sinks &&
                     vk::moe_fused_combines_att(ops_.ctx().info(), c_.attn_out_dim(), D, vk::kMaxAttentionSplits);
   // The block after it waits for its workgroups instead of a barrier.
-  if (at.rope && leave_out_proj && fused->chain) at.done_counter = Activations::kChainDone + 1;
+  if (at.rope && leave_out_proj && fused->chain_att) at.done_counter = Activations::kChainDone + 1;
   const vk::AttentionRecord rec = vk::record_attention(r, at);
   if (fused) {
     fused->att_splits = rec.splits_left ? rec.splits : 1;
@@ -372,7 +375,10 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
 
 LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
-  const bool chain_layers = !vk::env_off("VKMOE_CHAIN_LAYERS");  // per token, as the grid
+  // Read per token, as the grid.
+  const char* chain_env = std::getenv("VKMOE_CHAIN_LAYERS");
+  const std::string chain_mode = chain && chain_env ? chain_env : chain ? "1" : "0";
+  const char* poll_env = std::getenv("VKMOE_CHAIN_POLL");
   // Read per token, as the grid is (tests compare both ways in one process).
   // On the H200 the q/k/v step saves 1.5-1.8% of GPU time a token; tokens per
   // second stayed within noise of the output projection alone (PERF.md run 37).
@@ -398,8 +404,10 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
     f.next_qkv = !next.mla && !next.qkv_bias && next.qk_norm != QkNorm::Whole &&
                  vk::moe_fused_takes_qkv(ng.wq.type, ng.wk.type, ng.wv.type, E, c_.q_dim(), c_.kv_dim());
   }
-  f.chain = chain && chain_layers;
-  f.chain_out = f.chain && f.next_qkv;
+  f.chain_qkv = chain_mode != "0" && chain_mode != "att";
+  f.chain_att = chain_mode != "0" && chain_mode != "qkv";
+  f.poll_loads = !poll_env || std::string(poll_env) != "atomics";
+  f.chain_out = f.chain_qkv && f.next_qkv;
   return f;
 }
 
@@ -455,6 +463,7 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   if (f.att_chained) {
     a.att_done = Activations::kChainDone + 1;
     a.att_wgs = f.att_wgs;
+    a.poll_loads = f.poll_loads;
   }
   if (f.chain_out) {
     a.qkv_ready = Activations::kChainReady + 1;

@@ -89,19 +89,23 @@ class LayerProgram {
     // Chained layers (fused_decode's `chain`): dispatches that wait for the
     // one before by a counter (Activations::kChainReady, kChainDone, zeroed
     // at the token's start) instead of a barrier between them.
-    // chain_out: the block raises kChainReady to il + 2 once layer il + 1's
-    // q/k/v are written, and no barrier follows it. qkv_chained (the caller
-    // sets it from the previous layer's chain_out): this layer's q/k/v came
-    // so. att_wgs: the token's chained attention workgroups so far (the
-    // caller carries it from layer to layer); attention() adds its own where
-    // it counts itself done (att_chained: no barrier follows it), and the
-    // block then waits for that many.
-    // qkv_waited: the attention waited for the q/k/v counter (no barrier before it).
-    bool chain = false, chain_out = false, qkv_chained = false, qkv_waited = false, att_chained = false;
+    // chain_out (with chain_qkv): the block raises kChainReady to il + 2 once
+    // layer il + 1's q/k/v are written, and no barrier follows it.
+    // qkv_chained (the caller sets it from the previous layer's chain_out):
+    // this layer's q/k/v came so; qkv_waited: its attention waited for them
+    // (no barrier before it). chain_att: the attention counts its workgroups
+    // done into kChainDone (att_chained: it did, no barrier follows it) and
+    // the block waits for att_wgs, the token's chained attention workgroups
+    // so far (the caller carries it from layer to layer). poll_loads: the
+    // waits poll by loads, else by atomics.
+    bool chain_qkv = false, chain_att = false, poll_loads = true;
+    bool chain_out = false, qkv_chained = false, qkv_waited = false, att_chained = false;
     uint32_t att_wgs = 0;
   };
   // chain: dispatches may be chained (not while profiling: its timestamps
-  // need the barriers; VKMOE_CHAIN_LAYERS=0: never).
+  // need the barriers). VKMOE_CHAIN_LAYERS=0: never; =qkv, =att: only the
+  // attention's wait for the q/k/v, only the block's for the attention;
+  // VKMOE_CHAIN_POLL=atomics: the waits poll by atomics.
   FusedDecode fused_decode(int il, bool chain = false) const;
   // Where set, the fused block's dispatches of clocks->grid() workgroups
   // (vk::MoeFusedDecodeArgs::clocks) and the one-token attention

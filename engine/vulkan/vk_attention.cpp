@@ -58,7 +58,7 @@ struct FlashPush {
   float eps, freq_scale, ext_factor;
   RopeConsts rc;
   uint32_t clock_base;  // _clock: this dispatch's first stamp
-  uint32_t wait_counter, wait_value, done_counter;  // chained: AttentionArgs'
+  uint32_t wait_counter, wait_value, done_counter, poll_loads;  // chained: AttentionArgs'
 };
 static_assert(sizeof(FlashPush) <= 128, "push constants past the guaranteed 128 bytes");
 struct SplitReducePush {
@@ -378,6 +378,7 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   if (waits) {
     push.wait_counter = a.wait_counter;
     push.wait_value = a.wait_value;
+    push.poll_loads = a.poll_loads ? 1u : 0u;
   }
   if (counts) push.done_counter = a.done_counter;
   const bool counters = tail || waits || counts;

@@ -104,6 +104,7 @@ struct AttentionArgs {
   // (AttentionRecord::counted_workgroups), and no barrier need follow for a
   // dispatch that waits for that count.
   uint32_t wait_counter = 0, wait_value = 0, done_counter = 0;
+  bool poll_loads = true;  // the wait polls by loads, else by atomics (VKMOE_CHAIN_POLL=atomics)
 };
 // The edges the _clock attention kernel stamps (shaders/attn_flash.comp's
 // CLK_*): its start, the end of its wait for its inputs (chained only), the end of the rope prologue, of the key loop, of the

@@ -28,7 +28,7 @@ struct FusedPush {
   uint32_t att_dim, q_dim, kv_dim;
   uint32_t att_splits, att_ml_off, head_dim;
   uint32_t clock_base;
-  uint32_t att_done, att_wgs, qkv_ready, qkv_value;
+  uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads;
 };
 static_assert(sizeof(FusedPush) <= 128, "push constants past the guaranteed 128 bytes");
 
@@ -250,7 +250,8 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        a.att_done,
                        a.att_wgs,
                        a.next_qkv ? a.qkv_ready : 0u,
-                       a.qkv_value};
+                       a.qkv_value,
+                       a.poll_loads ? 1u : 0u};
   const Pipeline& p = ctx.pipeline(
       clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0), sizeof(FusedPush),
       {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),

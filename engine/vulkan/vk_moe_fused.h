@@ -73,6 +73,7 @@ struct MoeFusedDecodeArgs {
   // once the next q/k/v are written, for an attention that waits for it
   // (vk::AttentionArgs::wait_counter) with no barrier after this dispatch.
   uint32_t att_done = 0, att_wgs = 0, qkv_ready = 0, qkv_value = 0;
+  bool poll_loads = true;  // the wait polls by loads, else by atomics
 };
 
 // The steps' edges the _clock kernel stamps (shaders/moe_decode_fused.comp's
