@@ -407,6 +407,7 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   f.chain_qkv = chain_mode != "0" && chain_mode != "att";
   f.chain_att = chain_mode != "0" && chain_mode != "qkv";
   f.poll_loads = !poll_env || std::string(poll_env) != "atomics";
+  f.prefetch = !vk::env_off("VKMOE_CHAIN_PREFETCH");
   f.chain_out = f.chain_qkv && f.next_qkv;
   return f;
 }
@@ -464,6 +465,7 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
     a.att_done = Activations::kChainDone + 1;
     a.att_wgs = f.att_wgs;
     a.poll_loads = f.poll_loads;
+    a.prefetch = f.prefetch;
   }
   if (f.chain_out) {
     a.qkv_ready = Activations::kChainReady + 1;
