@@ -32,9 +32,9 @@
 // stamps the device clock at its steps' edges (vk_attention.h's AttnClock).
 // Chained (ROPE_IN, wait_counter != 0): q, k and v come from the dispatch
 // before without a barrier between; that dispatch's last workgroup raises
-// counter[wait_counter - 1] to at least wait_value once they are written. A
-// wait that gives up after 2^20 polls leaves NaN outputs (the token fails
-// loudly). done_counter != 0: every workgroup ends by adding 1 to
+// counter[wait_counter - 1] to wait_value once they are written. A wait that
+// gives up after 2^20 polls, or finds the counter past wait_value, leaves NaN
+// outputs (the token fails loudly). done_counter != 0: every workgroup ends by adding 1 to
 // counter[done_counter - 1], for a next dispatch that waits instead of a barrier.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
@@ -409,12 +409,14 @@ void combine_splits(uint r0, uint g) {
 shared float inputs_ok;
 void wait_for_inputs() {
   if (gl_LocalInvocationID.x == 0) {
-    bool ready = false;  // polls in rounds of 1024 (llvmpipe ends any one loop after 65535 iterations)
-    for (uint outer = 0; outer < 1024 && !ready; ++outer)
-      for (uint inner = 0; inner < 1024 && !ready; ++inner)
-        ready = (p.poll_loads != 0 ? counter_v[p.wait_counter - 1] : atomicAdd(counter[p.wait_counter - 1], 0u)) >=
-                p.wait_value;
-    inputs_ok = ready ? 1.0 : uintBitsToFloat(0x7fc00000u);
+    // Polls in rounds of 1024 (llvmpipe ends any one loop after 65535
+    // iterations). Exactly wait_value: the dispatch after this one raises it
+    // further only once this one is done; past it, it was left from an earlier token.
+    uint v = 0;
+    for (uint outer = 0; outer < 1024 && v < p.wait_value; ++outer)
+      for (uint inner = 0; inner < 1024 && v < p.wait_value; ++inner)
+        v = p.poll_loads != 0 ? counter_v[p.wait_counter - 1] : atomicAdd(counter[p.wait_counter - 1], 0u);
+    inputs_ok = v == p.wait_value ? 1.0 : uintBitsToFloat(0x7fc00000u);
   }
   barrier();
   memoryBarrierBuffer();

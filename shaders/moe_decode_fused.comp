@@ -204,18 +204,22 @@ void stamp(uint slot) {
 // (llvmpipe ends any one loop after 65535 iterations), giving up after
 // spin_limit polls (first_bad 1, NaN into x) or, after a round, where an
 // earlier wait gave up. `arrived`: already there (no poll). loads: polls by
-// loads (an atomic's read-modify-write holds the line longer).
-void wait_count(uint c, uint target, bool arrived, bool loads) {
-  bool lost = false;
+// loads (an atomic's read-modify-write holds the line longer). exact: a count
+// past the target (left from an earlier token) also gives up.
+void wait_count(uint c, uint target, bool arrived, bool loads, bool exact) {
+  bool lost = false, past = false;
   for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived && !lost; ++outer) {
-    for (uint inner = 0; inner < 1024; ++inner)
-      if ((loads ? counter_v[c] : atomicAdd(counter[c], 0u)) >= target) {
+    for (uint inner = 0; inner < 1024; ++inner) {
+      const uint v = loads ? counter_v[c] : atomicAdd(counter[c], 0u);
+      if (v >= target) {
         arrived = true;
+        past = exact && v != target;
         break;
       }
+    }
     lost = !arrived && atomicAdd(first_bad, 0u) == 1u;
   }
-  if (!arrived && !lost) {
+  if ((!arrived && !lost) || past) {
     atomicMin(first_bad, 1u);
     x1[0] = uintBitsToFloat(0x7fc00000u);
   }
@@ -231,7 +235,7 @@ void grid_barrier(uint n, uint arrive, uint leave) {
   // The last to arrive does not poll (the others' polls are the barrier's
   // latency; it would add its own).
   if (gl_LocalInvocationID.x == 0)
-    wait_count(p.counter, n * p.grid, atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid, false);
+    wait_count(p.counter, n * p.grid, atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid, false, false);
   stamp(leave);
   barrier();
   memoryBarrierBuffer();
@@ -441,7 +445,8 @@ void main() {
   stamp(CLK_START);
   if (p.att_wgs != 0) {  // chained: the attention's workgroups are done
     prefetch_weights();
-    if (t == 0) wait_count(p.att_done - 1, p.att_wgs, false, p.poll_loads != 0);
+    // Exact: the next attention counts only after this dispatch's end.
+    if (t == 0) wait_count(p.att_done - 1, p.att_wgs, false, p.poll_loads != 0, true);
     stamp(CLK_WAITED);
     barrier();
     memoryBarrierBuffer();

@@ -827,8 +827,9 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             std::array<uint32_t, 2> counts;  // the chained inputs' and done counters
           };
           // Chained (AttentionArgs::wait_counter, done_counter at counters 40 and
-          // 41): the inputs' counter preset to `ready`, waited for until 5.
-          enum class Chain { None, Ready, Never };
+          // 41): the inputs' counter preset to 5 (ready), 4 (never raised) or 6
+          // (left from an earlier token), waited for until 5.
+          enum class Chain { None, Ready, Never, Past };
           auto run = [&](bool fold, bool clocks = false, Chain chain = Chain::None) {
             Buffer bq = e.buf(q), bk = e.buf(k), bv = e.buf(v), bqw = e.buf(qw), bkw = e.buf(kw), bsk = e.buf(sk);
             Buffer bkc = e.cache(cache_k, KvType::F16, D, NKV), bvc = e.cache(cache_v, KvType::F16, D, NKV);
@@ -872,7 +873,7 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             }
             if (chain != Chain::None) {
               std::vector<uint32_t> c(64, 0);
-              c[40] = chain == Chain::Ready ? 6 : 4;
+              c[40] = chain == Chain::Ready ? 5 : chain == Chain::Never ? 4 : 6;
               counters = e.buf(c);
               a.counters = counters;
               a.wait_counter = 41;
@@ -952,7 +953,7 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
           EXPECT_EQ(chained.o, fold.o);
           ASSERT_EQ(chained.kc, fold.kc);
           ASSERT_EQ(chained.vc, fold.vc);
-          EXPECT_EQ(chained.counts[0], 6u);
+          EXPECT_EQ(chained.counts[0], 5u);
           EXPECT_EQ(chained.counts[1], chained.rec.counted_workgroups);
           EXPECT_EQ(chained.rec.waited, one_dispatch);
           if (e.ctx->info().device_clock && one_dispatch) {  // the wait's edge too
@@ -966,9 +967,12 @@ TEST(ShaderAttention, FoldedRopeStoreMatchesSeparateDispatch) {
             EXPECT_EQ(chained.rec.counted_workgroups, 0u);
           }
           if (one_dispatch && iter % 3 == 0) {
-            const Run lost = run(true, false, Chain::Never);
-            EXPECT_TRUE(std::all_of(lost.o.begin(), lost.o.end(), [](float v) { return std::isnan(v); }))
-                << "a wait that gave up leaves NaN outputs";
+            for (Chain bad : {Chain::Never, Chain::Past}) {
+              const Run lost = run(true, false, bad);
+              EXPECT_TRUE(std::all_of(lost.o.begin(), lost.o.end(), [](float v) { return std::isnan(v); }))
+                  << "a wait that gave up leaves NaN outputs (" << (bad == Chain::Never ? "never raised" : "past")
+                  << ")";
+            }
           }
         }
 }

@@ -342,7 +342,9 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
   record_embed(*r, n);
   // A decoded token's layers may chain (LayerProgram::FusedDecode), not while profiling.
   const bool chain = n == 1 && !profiling_;
-  if (chain) r->fill(act_->counters, Activations::kChainReady * 4, 8, 0);
+  if (chain)
+    r->fill(act_->counters, Activations::kChainReady * 4, (Activations::kChainDone - Activations::kChainReady + 1) * 4,
+            0);
   r->barrier();
   mark(*r, "start");
   using AttnIn = LayerProgram::AttnIn;

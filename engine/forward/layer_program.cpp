@@ -407,7 +407,8 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   f.chain_qkv = chain_mode != "0" && chain_mode != "att";
   f.chain_att = chain_mode != "0" && chain_mode != "qkv";
   f.poll_loads = !poll_env || std::string(poll_env) != "atomics";
-  f.prefetch = !vk::env_off("VKMOE_CHAIN_PREFETCH");
+  const char* prefetch_env = std::getenv("VKMOE_CHAIN_PREFETCH");
+  f.prefetch = prefetch_env && std::string(prefetch_env) == "1";
   f.chain_out = f.chain_qkv && f.next_qkv;
   return f;
 }

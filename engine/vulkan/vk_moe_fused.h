@@ -76,7 +76,7 @@ struct MoeFusedDecodeArgs {
   bool poll_loads = true;  // the wait polls by loads, else by atomics
   // While waiting (att_wgs), wo and the router are read once over the grid
   // (into L2 for their steps).
-  bool prefetch = true;
+  bool prefetch = false;
 };
 
 // The steps' edges the _clock kernel stamps (shaders/moe_decode_fused.comp's
