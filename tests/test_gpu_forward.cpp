@@ -243,11 +243,12 @@ TEST(GpuForwardFusedMoeLong, SplitAttentionCombinedInTheBlock) {
   EXPECT_EQ(steps.find("split counted"), std::string::npos) << "the attention's split tail ran: " << steps;
 }
 
-// Chained decode layers (LayerProgram::FusedDecode::chain): the attention and
-// the fused block wait for each other by counters instead of barriers and
-// compute exactly what they do with barriers, after 250 positions (split keys
-// combined in the block), with the device's own grid where it runs one
-// (lavapipe runs workgroups one after another: a grid of one there).
+// Chained decode layers (LayerProgram::FusedDecode): the attention and the
+// fused block wait for each other by counters instead of barriers and compute
+// exactly what they do with barriers, after 250 positions (split keys combined
+// in the block, where the default chains too), with the device's own grid
+// where it runs one (lavapipe runs workgroups one after another: a grid of
+// one there).
 TEST(GpuForwardFusedMoeLong, ChainedLayersEqualBarriers) {
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -265,31 +266,39 @@ TEST(GpuForwardFusedMoeLong, ChainedLayersEqualBarriers) {
   std::vector<int32_t> prompt(250);
   std::mt19937 rng{uint32_t(seed)};
   for (auto& t : prompt) t = int32_t(rng() % m->config().n_vocab);
-  std::vector<std::vector<float>> logits[2];
-  std::string report[2];
+  // Barriers, chained at any depth, the default (where the keys split).
+  const char* modes[] = {"0", "1", nullptr};
+  std::vector<std::vector<float>> logits[3];
+  std::string report[3];
   std::vector<int32_t> tokens;
-  for (int chained : {1, 0}) {
-    setenv("VKMOE_CHAIN_LAYERS", chained ? "1" : "0", 1);
+  for (int m_i = 0; m_i < 3; ++m_i) {
+    if (modes[m_i])
+      setenv("VKMOE_CHAIN_LAYERS", modes[m_i], 1);
+    else
+      unsetenv("VKMOE_CHAIN_LAYERS");
     auto e = make_engine(*m, o);
     std::vector<float> l = e->eval(prompt);
     for (int i = 0; i < 4; ++i) {
-      if (chained) tokens.push_back(argmax(l));
+      if (m_i == 0) tokens.push_back(argmax(l));
       l = e->eval({tokens[i]});
-      logits[chained].push_back(l);
+      logits[m_i].push_back(l);
     }
-    report[chained] = e->stats_report();
+    report[m_i] = e->stats_report();
   }
   for (const char* v : {"VKMOE_CHAIN_LAYERS", "VKMOE_MOE_FUSED_GRID", "VKMOE_FUSED_CLOCKS"}) unsetenv(v);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(logits[1][i], logits[0][i]) << "decoded token " << i;
-  EXPECT_NE(report[1].find("chained decode layers: "), std::string::npos) << report[1];
   EXPECT_EQ(report[0].find("chained decode layers: "), std::string::npos) << report[0];
-  if (!clocks) return;
-  // The timelines show the waits where chained, and only there.
-  for (const char* edge : {"attention waited", "inputs waited"}) {
-    EXPECT_NE(report[1].find(edge), std::string::npos) << report[1];
-    EXPECT_EQ(report[0].find(edge), std::string::npos) << report[0];
+  for (int m_i : {1, 2}) {
+    SCOPED_TRACE(modes[m_i] ? "chained at any depth" : "chained by default");
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(logits[m_i][i], logits[0][i]) << "decoded token " << i;
+    EXPECT_NE(report[m_i].find("chained decode layers: "), std::string::npos) << report[m_i];
+    if (!clocks) continue;
+    // The timelines show the waits where chained, and only there.
+    for (const char* edge : {"attention waited", "inputs waited"}) {
+      EXPECT_NE(report[m_i].find(edge), std::string::npos) << report[m_i];
+      EXPECT_EQ(report[0].find(edge), std::string::npos) << report[0];
+    }
+    EXPECT_NE(report[m_i].find("block at work"), std::string::npos) << report[m_i];
   }
-  EXPECT_NE(report[1].find("block at work"), std::string::npos) << report[1];
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardFusedMoe, ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=llama"),

@@ -194,12 +194,18 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   at.leave_splits = leave_out_proj && combine_in_block && n == 1 && !spec.sinks &&
                     vk::moe_fused_combines_att(ops_.ctx().info(), c_.attn_out_dim(), D, vk::kMaxAttentionSplits);
   // The block after it waits for its workgroups instead of a barrier.
-  if (at.rope && leave_out_proj && fused->chain_att) at.done_counter = Activations::kChainDone + 1;
+  if (at.rope && leave_out_proj && fused->chain_att) {
+    at.done_counter = Activations::kChainDone + 1;
+    at.done_only_split = fused->chain_split;
+  }
   const vk::AttentionRecord rec = vk::record_attention(r, at);
   if (fused) {
     fused->att_splits = rec.splits_left ? rec.splits : 1;
     fused->att_ml_off = rec.ml_off;
     fused->qkv_waited = rec.waited;
+    fused->att_split = rec.splits > 1;
+    // The next layer's attention (the same span) splits as this one did.
+    if (fused->chain_split && !fused->att_split) fused->chain_out = false;
     fused->att_chained = rec.counted_workgroups != 0;
     fused->att_wgs += rec.counted_workgroups;
   }
@@ -377,7 +383,7 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
   // Read per token, as the grid.
   const char* chain_env = std::getenv("VKMOE_CHAIN_LAYERS");
-  const std::string chain_mode = chain && chain_env ? chain_env : chain ? "1" : "0";
+  const std::string chain_mode = chain && chain_env ? chain_env : chain ? "split" : "0";
   const char* poll_env = std::getenv("VKMOE_CHAIN_POLL");
   // Read per token, as the grid is (tests compare both ways in one process).
   // On the H200 the q/k/v step saves 1.5-1.8% of GPU time a token; tokens per
@@ -406,6 +412,7 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   }
   f.chain_qkv = chain_mode != "0" && chain_mode != "att";
   f.chain_att = chain_mode != "0" && chain_mode != "qkv";
+  f.chain_split = chain_mode == "split";
   f.poll_loads = !poll_env || std::string(poll_env) != "atomics";
   const char* prefetch_env = std::getenv("VKMOE_CHAIN_PREFETCH");
   f.prefetch = prefetch_env && std::string(prefetch_env) == "1";

@@ -373,7 +373,8 @@ AttentionRecord record_attention(Recorder& rec, const AttentionArgs& a) {
   const bool single = n_split == 1 || tail || left;
   if ((a.wait_counter || a.done_counter) && (!a.rope || a.counters.buffer == VK_NULL_HANDLE))
     throw Error("internal error: chained attention without the folded rope or counters");
-  const bool waits = a.wait_counter != 0 && single, counts = a.done_counter != 0 && single;
+  const bool waits = a.wait_counter != 0 && single,
+             counts = a.done_counter != 0 && single && (n_split > 1 || !a.done_only_split);
   if (a.wait_counter && !waits) rec.barrier();
   if (waits) {
     push.wait_counter = a.wait_counter;

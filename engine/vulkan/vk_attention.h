@@ -102,8 +102,10 @@ struct AttentionArgs {
   // before it instead. done_counter != 0, where the recording is one
   // dispatch: each workgroup ends by adding 1 to counters[done_counter - 1]
   // (AttentionRecord::counted_workgroups), and no barrier need follow for a
-  // dispatch that waits for that count.
+  // dispatch that waits for that count; with done_only_split, only where the
+  // keys split over workgroups.
   uint32_t wait_counter = 0, wait_value = 0, done_counter = 0;
+  bool done_only_split = false;
   bool poll_loads = true;  // the wait polls by loads, else by atomics (VKMOE_CHAIN_POLL=atomics)
 };
 // The edges the _clock attention kernel stamps (shaders/attn_flash.comp's
