@@ -36,10 +36,7 @@
 // steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClock).
 // Chained (att_wgs != 0): the attention before ran without a barrier between;
 // every workgroup first waits until counter[att_done - 1] (its workgroups'
-// count, summed over the token) reaches att_wgs, and before that reads
-// prefetch_o4 uvec4s of wo and the router's prefetch_r4 vec4s once over the
-// grid (their first step then reads them from L2; the wait would idle).
-// qkv_ready != 0: the last
+// count, summed over the token) reaches att_wgs. qkv_ready != 0: the last
 // workgroup raises counter[qkv_ready - 1] to qkv_value once the next q/k/v
 // are written, for an attention that waits instead of a barrier.
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
@@ -127,7 +124,6 @@ layout(push_constant) uniform Push {
   uint clock_base;  // CLOCKS: this dispatch's first stamp
   uint att_done, att_wgs, qkv_ready, qkv_value;  // chained: see above; 0: not
   uint poll_loads;  // chained: the attention's count polled by loads (else by atomics)
-  uint prefetch_o4, prefetch_r4;  // chained: wo's and the router's uvec4s read ahead while waiting
 } p;
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
@@ -426,17 +422,6 @@ DOWN_T(5)
 DOWN_T(6)
 DOWN_T(7)
 
-// Reads wo's first prefetch_o4 uvec4s and the router's first prefetch_r4
-// vec4s, spread over the grid, so that they are in L2 when their steps come.
-// The values feed a store no run takes (n_embd is never 0).
-void prefetch_weights() {
-  const uint i0 = gl_WorkGroupID.x * WG + gl_LocalInvocationID.x, step = p.grid * WG;
-  uint acc = 0;
-  for (uint i = i0; i < p.prefetch_o4; i += step) acc ^= o_w4[i].x;
-  for (uint i = i0; i < p.prefetch_r4; i += step) acc ^= floatBitsToUint(router4[i].x);
-  if (acc == 0u && p.n_embd == 0u) first_bad = 0u;
-}
-
 void main() {
   const uint t = gl_LocalInvocationID.x;
   const uint wg = gl_WorkGroupID.x;
@@ -444,7 +429,6 @@ void main() {
   uint barriers = 0;
   stamp(CLK_START);
   if (p.att_wgs != 0) {  // chained: the attention's workgroups are done
-    prefetch_weights();
     // Exact: the next attention counts only after this dispatch's end.
     if (t == 0) wait_count(p.att_done - 1, p.att_wgs, false, p.poll_loads != 0, true);
     stamp(CLK_WAITED);

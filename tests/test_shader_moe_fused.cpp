@@ -606,7 +606,7 @@ struct Push {
   uint32_t check_in, check_out, gu_stride, dn_stride, grid, counter, spin_limit, topk_normalize, topk_gating;
   float topk_scale;
   uint32_t glu_act, next_norm, att_dim, q_dim, kv_dim, att_splits, att_ml_off, head_dim, clock_base;
-  uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads, prefetch_o4, prefetch_r4;
+  uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads;
 };
 
 TEST(ShaderMoeFused, AGridThatCannotGatherGivesUpAndPoisonsX) {

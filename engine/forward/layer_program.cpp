@@ -1,8 +1,8 @@
 #include "engine/forward/layer_program.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
-#include <cmath>
 #include <vector>
 
 #include "engine/forward/non_finite.h"
@@ -381,11 +381,10 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
 
 LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
-  // Read per token, as the grid.
+  // Read per token, as the grid is (tests compare both ways in one process).
   const char* chain_env = std::getenv("VKMOE_CHAIN_LAYERS");
   const std::string chain_mode = chain && chain_env ? chain_env : chain ? "split" : "0";
   const char* poll_env = std::getenv("VKMOE_CHAIN_POLL");
-  // Read per token, as the grid is (tests compare both ways in one process).
   // On the H200 the q/k/v step saves 1.5-1.8% of GPU time a token; tokens per
   // second stayed within noise of the output projection alone (PERF.md run 37).
   const bool out_proj = !vk::env_off("VKMOE_FUSED_OUT_PROJ"), qkv = !vk::env_off("VKMOE_FUSED_QKV");
@@ -414,8 +413,6 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   f.chain_att = chain_mode != "0" && chain_mode != "qkv";
   f.chain_split = chain_mode == "split";
   f.poll_loads = !poll_env || std::string(poll_env) != "atomics";
-  const char* prefetch_env = std::getenv("VKMOE_CHAIN_PREFETCH");
-  f.prefetch = prefetch_env && std::string(prefetch_env) == "1";
   f.chain_out = f.chain_qkv && f.next_qkv;
   return f;
 }
@@ -473,7 +470,6 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
     a.att_done = Activations::kChainDone + 1;
     a.att_wgs = f.att_wgs;
     a.poll_loads = f.poll_loads;
-    a.prefetch = f.prefetch;
   }
   if (f.chain_out) {
     a.qkv_ready = Activations::kChainReady + 1;

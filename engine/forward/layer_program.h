@@ -98,12 +98,11 @@ class LayerProgram {
     // the block waits for att_wgs, the token's chained attention workgroups
     // so far (the caller carries it from layer to layer). poll_loads: the
     // waits poll by loads, else by atomics.
-    // prefetch: the block reads wo and the router ahead while it waits.
     // chain_split: only where the attention's keys split (att_split, set by
     // attention()): with few attention workgroups the next block's launch
     // early and poll through it, which slowed it more than the barrier cost
     // (docs/PERF.md run 41).
-    bool chain_qkv = false, chain_att = false, chain_split = true, poll_loads = true, prefetch = false;
+    bool chain_qkv = false, chain_att = false, chain_split = true, poll_loads = true;
     bool att_split = false;
     bool chain_out = false, qkv_chained = false, qkv_waited = false, att_chained = false;
     uint32_t att_wgs = 0;
@@ -112,8 +111,7 @@ class LayerProgram {
   // need the barriers), where the attention's keys split. VKMOE_CHAIN_LAYERS=0:
   // never; =1: at any depth; =qkv, =att: at any depth, only the attention's
   // wait for the q/k/v, only the block's for the attention;
-  // VKMOE_CHAIN_POLL=atomics: the waits poll by atomics; VKMOE_CHAIN_PREFETCH=1:
-  // the block reads wo and the router ahead while it waits.
+  // VKMOE_CHAIN_POLL=atomics: the waits poll by atomics.
   FusedDecode fused_decode(int il, bool chain = false) const;
   // Where set, the fused block's dispatches of clocks->grid() workgroups
   // (vk::MoeFusedDecodeArgs::clocks) and the one-token attention

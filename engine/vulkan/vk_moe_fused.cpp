@@ -29,7 +29,6 @@ struct FusedPush {
   uint32_t att_splits, att_ml_off, head_dim;
   uint32_t clock_base;
   uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads;
-  uint32_t prefetch_o4, prefetch_r4;
 };
 static_assert(sizeof(FusedPush) <= 128, "push constants past the guaranteed 128 bytes");
 
@@ -224,7 +223,6 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       throw Error("internal error: moe_decode_fused lanes per row");
     lanes[i] = a.lanes[i];
   }
-  const bool prefetch = a.att_wgs && a.prefetch;
   const FusedPush push{a.n_embd,
                        a.n_ff,
                        a.n_expert,
@@ -253,9 +251,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        a.att_wgs,
                        a.next_qkv ? a.qkv_ready : 0u,
                        a.qkv_value,
-                       a.poll_loads ? 1u : 0u,
-                       prefetch && a.out_proj ? uint32_t(E * row_bytes(o.type, o.att_dim) / 16) : 0u,
-                       prefetch ? uint32_t(N * E / 4) : 0u};
+                       a.poll_loads ? 1u : 0u};
   const Pipeline& p = ctx.pipeline(
       clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0), sizeof(FusedPush),
       {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),

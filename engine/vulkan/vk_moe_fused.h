@@ -74,9 +74,6 @@ struct MoeFusedDecodeArgs {
   // (vk::AttentionArgs::wait_counter) with no barrier after this dispatch.
   uint32_t att_done = 0, att_wgs = 0, qkv_ready = 0, qkv_value = 0;
   bool poll_loads = true;  // the wait polls by loads, else by atomics
-  // While waiting (att_wgs), wo and the router are read once over the grid
-  // (into L2 for their steps).
-  bool prefetch = false;
 };
 
 // The steps' edges the _clock kernel stamps (shaders/moe_decode_fused.comp's
