@@ -34,8 +34,9 @@
 // before without a barrier between; that dispatch's last workgroup raises
 // counter[wait_counter - 1] to wait_value once they are written. A wait that
 // gives up after 2^20 polls, or finds the counter past wait_value, leaves NaN
-// outputs (the token fails loudly). done_counter != 0: every workgroup ends by adding 1 to
-// counter[done_counter - 1], for a next dispatch that waits instead of a barrier.
+// outputs (the token fails loudly). done_counter != 0: every workgroup ends
+// by adding 1 to counter[done_counter - 1], for a next dispatch that waits
+// instead of a barrier.
 #extension GL_EXT_control_flow_attributes : enable
 #extension GL_KHR_shader_subgroup_basic : require
 #if KV_F16
@@ -138,8 +139,10 @@ shared bool tail_last;
 #endif
 layout(std430, binding = 1) writeonly buffer KCW { uint kc_w[]; };  // the new position's row
 layout(std430, binding = 2) writeonly buffer VCW { uint vc_w[]; };
-layout(std430, binding = 7) coherent readonly buffer KN { vec4 k_new4[]; };  // this token's k heads, not yet normed or rotated
-layout(std430, binding = 8) coherent readonly buffer VN { vec2 v_new2[]; };  // and its v heads
+// This token's k heads, not yet normed or rotated, and its v heads (chained:
+// written by a dispatch that may still run).
+layout(std430, binding = 7) coherent readonly buffer KN { vec4 k_new4[]; };
+layout(std430, binding = 8) coherent readonly buffer VN { vec2 v_new2[]; };
 layout(std430, binding = 9) readonly buffer QW { float qw[]; };     // q and k norm weights (norm != 0)
 layout(std430, binding = 10) readonly buffer KW { float kw[]; };
 shared uint kn_sh[D / 2], vn_sh[D / 2];  // the new key and value as the cache holds them
@@ -405,7 +408,7 @@ void combine_splits(uint r0, uint g) {
 }
 
 #if ROPE_IN
-// Chained: 1.0, or NaN where the wait for the inputs gave up.
+// Chained: 1.0, or NaN where the wait for the inputs gave up or found a stale count.
 shared float inputs_ok;
 void wait_for_inputs() {
   if (gl_LocalInvocationID.x == 0) {
