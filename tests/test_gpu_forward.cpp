@@ -299,6 +299,13 @@ TEST(GpuForwardFusedMoeLong, ChainedLayersEqualBarriers) {
     }
     EXPECT_NE(report[m_i].find("block at work"), std::string::npos) << report[m_i];
   }
+  // Where the keys do not split (a short context), the default keeps the barriers.
+  if (!own_grid) setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
+  auto short_ctx = make_engine(*m, o);
+  short_ctx->eval({5, 6, 7});
+  short_ctx->eval({8});
+  unsetenv("VKMOE_MOE_FUSED_GRID");
+  EXPECT_EQ(short_ctx->stats_report().find("chained decode layers: "), std::string::npos) << short_ctx->stats_report();
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, GpuForwardFusedMoe, ::testing::Values("arch=qwen3moe", "arch=olmoe", "arch=llama"),
