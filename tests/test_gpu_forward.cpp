@@ -56,8 +56,7 @@ void expect_logits_match_cpu(const std::string& spec, int n_ctx, int n_prompt, i
   auto gpu = make_engine(*m, o);
   CpuForward ref(*m, n_ctx);
   std::mt19937 rng(seed);
-  std::vector<int32_t> prompt(n_prompt);
-  for (auto& t : prompt) t = int32_t(rng() % 512);
+  const std::vector<int32_t> prompt = test::random_tokens(rng, n_prompt, 512);
   // EngineOptions keeps the one-token products on f32 activations on every
   // device (gpu_q8 Off), so with an f32 cache only float summation order differs.
   auto g = gpu->eval(prompt);
@@ -209,6 +208,17 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   const bool qkv = GetParam() != "arch=olmoe";
   EXPECT_EQ(steps.find("MoE block + next q/k/v") != std::string::npos, qkv) << steps;
 }
+// The long-context fused decode tests' engine: int8 activations, an F16
+// cache of 300 positions (their prompts take 250).
+EngineOptions long_decode_options() {
+  EngineOptions o;
+  o.n_ctx = 300;
+  o.kv_type = "f16";
+  o.gemm = "tiled";
+  o.gpu_q8 = EngineOptions::GpuQ8::On;
+  return o;
+}
+
 // Past ~200 positions a decoded token's keys split over workgroups, and the
 // fused block combines the attention's partials before its output projection
 // (instead of the attention's split tail): logits stay within the int8 and
@@ -218,18 +228,13 @@ TEST(GpuForwardFusedMoeLong, SplitAttentionCombinedInTheBlock) {
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth("arch=qwen3moe,quant=Q4_K_M", seed);
-  EngineOptions o;
-  o.n_ctx = 300;
-  o.kv_type = "f16";
-  o.gemm = "tiled";
-  o.gpu_q8 = EngineOptions::GpuQ8::On;
+  const EngineOptions o = long_decode_options();
   const bool clocks = devices_have_clocks();
   if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
   setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
   auto fused = make_engine(*m, o);
-  std::vector<int32_t> prompt(250);
   std::mt19937 rng{uint32_t(seed)};
-  for (auto& t : prompt) t = int32_t(rng() % m->config().n_vocab);
+  const std::vector<int32_t> prompt = test::random_tokens(rng, 250, m->config().n_vocab);
   fused->eval(prompt);
   CpuForward ref(*m, o.n_ctx);
   int8_decode_near_cpu(ref, prompt, [&](int32_t t) { return fused->eval({t}); });
@@ -253,19 +258,14 @@ TEST(GpuForwardFusedMoeLong, ChainedLayersEqualBarriers) {
   const uint64_t seed = test::test_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth("arch=qwen3moe,quant=Q4_K_M", seed);
-  EngineOptions o;
-  o.n_ctx = 300;
-  o.kv_type = "f16";
-  o.gemm = "tiled";
-  o.gpu_q8 = EngineOptions::GpuQ8::On;
+  const EngineOptions o = long_decode_options();
   const std::vector<vk::DeviceInfo> devs = vk::list_devices();
   const bool own_grid = !devs.empty() && vk::moe_fused_grid(devs[0]) > 1;
   if (!own_grid) setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
   const bool clocks = devices_have_clocks();  // both ways: the same kernels
   if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
-  std::vector<int32_t> prompt(250);
   std::mt19937 rng{uint32_t(seed)};
-  for (auto& t : prompt) t = int32_t(rng() % m->config().n_vocab);
+  const std::vector<int32_t> prompt = test::random_tokens(rng, 250, m->config().n_vocab);
   // Barriers, chained at any depth, the default (where the keys split).
   const char* modes[] = {"0", "1", nullptr};
   std::vector<std::vector<float>> logits[3];
@@ -414,8 +414,7 @@ TEST_P(GpuForwardTypes, LogitsMatchCpuReference) {
   for (const GgufTensor& t : m->gguf().tensors()) n_of_type += t.type == c.type && t.nrows() > 1;
   ASSERT_GT(n_of_type, 0) << "the model has no " << type_name(c.type) << " matrix";
   std::mt19937 rng(seed);
-  std::vector<int32_t> prompt(6);
-  for (auto& t : prompt) t = int32_t(rng() % 512);
+  const std::vector<int32_t> prompt = test::random_tokens(rng, 6, 512);
   const double tol = 2e-3;
   for (PlanMode mode : {PlanMode::Resident, PlanMode::ExpertCache, PlanMode::CpuMoe}) {
     EngineOptions o;

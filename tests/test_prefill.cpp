@@ -22,12 +22,6 @@ using test::synth;
 using test::argmax;
 using test::budget_for_slots;
 
-std::vector<int32_t> random_prompt(std::mt19937& rng, int n, int vocab) {
-  std::vector<int32_t> p(n);
-  for (auto& t : p) t = int32_t(rng() % vocab);
-  return p;
-}
-
 std::vector<float> one_by_one(Engine& e, const std::vector<int32_t>& prompt) {
   std::vector<float> logits;
   for (int32_t t : prompt) logits = e.eval({t});
@@ -75,7 +69,7 @@ TEST_P(PrefillArch, BatchedEqualsTokenByToken) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth(GetParam(), seed);
   std::mt19937 rng(seed);
-  const auto prompt = random_prompt(rng, 37, 512);
+  const auto prompt = test::random_tokens(rng, 37, 512);
   EngineOptions o;
   o.n_ctx = 64;
   o.kv_type = "f32";
@@ -132,7 +126,7 @@ TEST(Prefill, OffloadWithEvictionAndStagingMatchesResident) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   auto m = synth("arch=qwen3moe,n_layer=3,n_expert=16,n_expert_used=4", seed);
   std::mt19937 rng(seed);
-  const auto prompt = random_prompt(rng, 50, 512);
+  const auto prompt = test::random_tokens(rng, 50, 512);
   EngineOptions o;
   o.n_ctx = 96;
   o.kv_type = "f32";
@@ -169,7 +163,7 @@ std::vector<double> errors_against_reference(const std::string& kv_type, uint64_
                            "arch=deepseek2,quant=Q8_0"}) {
     auto m = synth(arch, seed);
     std::mt19937 rng(seed);
-    const auto prompt = random_prompt(rng, 30, 512);
+    const auto prompt = test::random_tokens(rng, 30, 512);
     EngineOptions o;
     o.n_ctx = 64;
     o.kv_type = kv_type;

@@ -163,7 +163,8 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
          bh = e.buf(std::vector<float>(size_t(c.K) * c.F, kNaN)), bi = e.buf(std::vector<int32_t>(c.K, -7)),
          bw = e.buf(std::vector<float>(c.K, kNaN)),
-         bc = e.buf(std::vector<uint32_t>{0, chain ? chain->done : 0u, 0, 0, 0, 0, 0, 0}), bnn = e.buf(b.next_w), bxn = e.buf(std::vector<float>(c.E, kNaN)), bf = e.buf(std::vector<uint32_t>(1, 99));
+         bc = e.buf(std::vector<uint32_t>{0, chain ? chain->done : 0u, 0, 0, 0, 0, 0, 0}), bnn = e.buf(b.next_w),
+         bxn = e.buf(std::vector<float>(c.E, kNaN)), bf = e.buf(std::vector<uint32_t>(1, 99));
   MoeFusedDecodeArgs a;
   a.gate_up_type = c.gu;
   a.down_type = c.dn;

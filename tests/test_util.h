@@ -32,6 +32,13 @@ inline std::unique_ptr<Model> synth(const std::string& overrides, uint64_t seed)
   return Model::from_gguf(GgufFile::from_memory(synth_model_bytes(s), "synth:" + overrides));
 }
 
+// n tokens drawn uniformly below vocab.
+inline std::vector<int32_t> random_tokens(std::mt19937& rng, int n, int vocab) {
+  std::vector<int32_t> p(n);
+  for (auto& t : p) t = int32_t(rng() % uint32_t(vocab));
+  return p;
+}
+
 // A fresh path in the temporary directory: stem, process id, a random number, ext.
 inline std::string temp_path(const std::string& stem, const std::string& ext = "") {
   static std::mt19937_64 rng((uint64_t(std::random_device{}()) << 32) ^ std::random_device{}());

@@ -203,9 +203,8 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
     fused->att_splits = rec.splits_left ? rec.splits : 1;
     fused->att_ml_off = rec.ml_off;
     fused->qkv_waited = rec.waited;
-    fused->att_split = rec.splits > 1;
     // The next layer's attention (the same span) splits as this one did.
-    if (fused->chain_split && !fused->att_split) fused->chain_out = false;
+    if (fused->chain_split && rec.splits == 1) fused->chain_out = false;
     fused->att_chained = rec.counted_workgroups != 0;
     fused->att_wgs += rec.counted_workgroups;
   }

@@ -98,12 +98,10 @@ class LayerProgram {
     // the block waits for att_wgs, the token's chained attention workgroups
     // so far (the caller carries it from layer to layer). poll_loads: the
     // waits poll by loads, else by atomics.
-    // chain_split: only where the attention's keys split (att_split, set by
-    // attention()): with few attention workgroups the next block's launch
-    // early and poll through it, which slowed it more than the barrier cost
-    // (docs/PERF.md run 41).
+    // chain_split: only where the attention's keys split: with few attention
+    // workgroups the next block's launch early and poll through it, which
+    // slowed it more than the barrier cost (docs/PERF.md run 41).
     bool chain_qkv = false, chain_att = false, chain_split = true, poll_loads = true;
-    bool att_split = false;
     bool chain_out = false, qkv_chained = false, qkv_waited = false, att_chained = false;
     uint32_t att_wgs = 0;
   };

@@ -109,8 +109,9 @@ struct AttentionArgs {
   bool poll_loads = true;  // the wait polls by loads, else by atomics (VKMOE_CHAIN_POLL=atomics)
 };
 // The edges the _clock attention kernel stamps (shaders/attn_flash.comp's
-// CLK_*): its start, the end of its wait for its inputs (chained only), the end of the rope prologue, of the key loop, of the
-// output or partial stores, the split tail's count (split only) and its end.
+// CLK_*): its start, the end of its wait for its inputs (chained only), the
+// end of the rope prologue, of the key loop, of the output or partial stores,
+// the split tail's count (split only) and its end.
 enum class AttnClock : uint32_t { Start, Waited, Prologue, Tiles, Stored, Counted, End, Count };
 constexpr uint32_t kAttnClockSlots = 8, kAttnClockWorkgroups = 2048;
 const char* attn_clock_name(AttnClock c);

@@ -96,8 +96,8 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 }  // namespace
 
 const char* fused_clock_name(FusedClock c) {
-  static const char* const names[] = {"start",          "attention waited",      "att combined: arrived", "att combined: released",
-                                      "out proj: arrived",  "out proj: released",
+  static const char* const names[] = {"start",             "attention waited",   "att combined: arrived",
+                                      "att combined: released", "out proj: arrived",  "out proj: released",
                                       "router: arrived", "router: released",   "top-k done",
                                       "gate/up: arrived", "gate/up: released", "h quantized",
                                       "down: arrived",   "down: released",     "next norm done",
@@ -175,7 +175,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   check_binding(kKernel, "counters", a.counters, (uint64_t(a.counter) + 2) * 4);
   if (a.att_wgs) check_binding(kKernel, "attention's count", a.counters, uint64_t(a.att_done) * 4);
   if (a.next_qkv && a.qkv_ready) check_binding(kKernel, "q/k/v ready", a.counters, uint64_t(a.qkv_ready) * 4);
-  if ((a.att_wgs && !a.att_done) || (a.att_done && !a.att_wgs))
+  if ((a.att_wgs != 0) != (a.att_done != 0))
     throw Error("internal error: moe_decode_fused waits on an attention count without its counter");
   check_binding(kKernel, "flags", a.flags, 4);
   const bool next_norm = a.next_norm.buffer != VK_NULL_HANDLE;
