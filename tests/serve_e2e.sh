@@ -19,6 +19,8 @@ fail() { echo "FAIL: $*"; [ -f "$T/serve.log" ] && tail -30 "$T/serve.log"; exit
 # start_server LOG serve-options...: sets PID and URL (--port 0: any free port; the log says which).
 start_server() {
   local log=$1; shift
+  # Emptied here, not by the background redirection: a reused log must not show the last server's line.
+  : >"$log"
   "$VKMOE" serve -m "$T/tiny.gguf" --port 0 "$@" >"$log" 2>&1 &
   PID=$!
   for _ in $(seq 1 300); do
