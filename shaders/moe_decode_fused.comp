@@ -17,8 +17,13 @@
 // partials combined (attn_flash.comp's layout, left by the attention for this
 // step instead of its split tail), chunks of att spread over the grid.
 //                                                                   | barrier
-// The last workgroup to finish resets the counters and, with next_norm but
-// without step 4, writes xn = rmsnorm(x) * next_norm (the next layer's input).
+// counter[counter] counts the grid barriers' arrivals and counter[counter +
+// 1] finished workgroups; both start at zero (the host zeroes each dispatch's
+// pair before it runs, as once a token for the decoded layers) and are left
+// as they end, so no workgroup resets them on the way out. Only where a last
+// workgroup has work does each count its end: with next_norm but without step
+// 4 it writes xn = rmsnorm(x) * next_norm (the next layer's input); with
+// qkv_ready it raises the chained attention's counter.
 // A dispatch boundary between dependent steps costs several microseconds on
 // a GPU; a grid barrier is one atomic round trip.
 // Products on int8 activations as matvec_q8x.comp's (q8x_type.glsl): the
@@ -42,7 +47,8 @@
 // A grid barrier that waits spin_limit polls gives up: it lowers first_bad to
 // 1 and writes NaN into x, so the token fails loudly instead of silently; a
 // wait that then finds first_bad at 1 gives up after 1024 polls (one loss,
-// one timeout).
+// one timeout). So does an arrival that finds its barrier's count already
+// reached (a counter the host did not zero).
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -115,7 +121,7 @@ layout(push_constant) uniform Push {
   float eps;
   uint check_in, check_out;  // non-finite sites of x on entry and on exit (0: no check)
   uint gu_stride, dn_stride;  // bytes from one expert's matrix to the next
-  uint grid, counter, spin_limit;  // workgroups; counter[counter], [counter + 1]: zero between dispatches
+  uint grid, counter, spin_limit;  // workgroups; counter[counter], [counter + 1]: zero before the dispatch
   uint topk_normalize, topk_gating;
   float topk_scale;
   uint glu_act, next_norm;
@@ -202,6 +208,12 @@ void stamp(uint slot) {
 // earlier wait gave up. `arrived`: already there (no poll). loads: polls by
 // loads (an atomic's read-modify-write holds the line longer). exact: a count
 // past the target (left from an earlier token) also gives up.
+// Lowers first_bad to 1 and writes NaN into x: the token fails.
+void give_up() {
+  atomicMin(first_bad, 1u);
+  x1[0] = uintBitsToFloat(0x7fc00000u);
+}
+
 void wait_count(uint c, uint target, bool arrived, bool loads, bool exact) {
   bool lost = false, past = false;
   for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived && !lost; ++outer) {
@@ -215,10 +227,7 @@ void wait_count(uint c, uint target, bool arrived, bool loads, bool exact) {
     }
     lost = !arrived && atomicAdd(first_bad, 0u) == 1u;
   }
-  if ((!arrived && !lost) || past) {
-    atomicMin(first_bad, 1u);
-    x1[0] = uintBitsToFloat(0x7fc00000u);
-  }
+  if ((!arrived && !lost) || past) give_up();
 }
 
 // Waits until every workgroup has arrived at its n-th grid barrier of this
@@ -230,8 +239,13 @@ void grid_barrier(uint n, uint arrive, uint leave) {
   stamp(arrive);
   // The last to arrive does not poll (the others' polls are the barrier's
   // latency; it would add its own).
-  if (gl_LocalInvocationID.x == 0)
-    wait_count(p.counter, n * p.grid, atomicAdd(counter[p.counter], 1u) + 1 >= n * p.grid, false, false);
+  if (gl_LocalInvocationID.x == 0) {
+    const uint target = n * p.grid, before = atomicAdd(counter[p.counter], 1u);
+    if (before >= target)
+      give_up();  // a count left from an earlier dispatch
+    else
+      wait_count(p.counter, target, before + 1 == target, false, false);
+  }
   stamp(leave);
   barrier();
   memoryBarrierBuffer();
@@ -509,23 +523,22 @@ void main() {
     }
   }
 
-  // The last workgroup to finish: counters back to zero, the next norm.
+  // The last workgroup to finish, where it has work: the chained attention's
+  // counter, or the next norm. Elsewhere no end is counted.
   memoryBarrierBuffer();
   barrier();
   stamp(CLK_END);
+  const bool write_xn = p.next_norm != 0 && Q_WT == 0;
+  if (p.qkv_ready == 0 && !write_xn) return;
   if (t == 0) {
     is_last = atomicAdd(counter[p.counter + 1], 1u) == p.grid - 1;
-    if (is_last) {
-      atomicExchange(counter[p.counter], 0u);
-      atomicExchange(counter[p.counter + 1], 0u);
-      if (p.qkv_ready != 0) {
-        memoryBarrierBuffer();
-        atomicMax(counter[p.qkv_ready - 1], p.qkv_value);
-      }
+    if (is_last && p.qkv_ready != 0) {
+      memoryBarrierBuffer();
+      atomicMax(counter[p.qkv_ready - 1], p.qkv_value);
     }
   }
   barrier();
-  if (!is_last || p.next_norm == 0 || Q_WT != 0) return;
+  if (!is_last || !write_xn) return;
   memoryBarrierBuffer();
   const float s = norm_scale(p.check_out, true, 0);
   for (uint i = t; i < E / 4; i += WG) xn4[i] = x4[i] * s * next_norm_w4[i];

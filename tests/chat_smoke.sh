@@ -33,9 +33,9 @@ mkfifo "$T/fifo"
 CHAT_PID=$!
 exec 3>"$T/fifo"
 printf 'Tell me a long story\n' >&3
-for _ in $(seq 200); do [ "$(wc -c <"$T/out_int")" -gt 20 ] && break; sleep 0.05; done
+for _ in $(seq 600); do [ "$(wc -c <"$T/out_int")" -gt 20 ] && break; sleep 0.05; done  # up to 30 s (a loaded CI machine)
 kill -INT $CHAT_PID
-for _ in $(seq 200); do grep -q "reply stopped" "$T/err_int" && break; sleep 0.05; done
+for _ in $(seq 600); do grep -q "reply stopped" "$T/err_int" && break; sleep 0.05; done
 grep -q "reply stopped" "$T/err_int" || { cat "$T/err_int"; fail "Ctrl-C did not stop the reply"; }
 printf 'And then?\n' >&3
 exec 3>&-

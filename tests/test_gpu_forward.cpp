@@ -208,6 +208,33 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   const bool qkv = GetParam() != "arch=olmoe";
   EXPECT_EQ(steps.find("MoE block + next q/k/v") != std::string::npos, qkv) << steps;
 }
+// A fused grid larger than the device runs at once (lavapipe: any grid of
+// two, as it runs workgroups one after another): the waits give up and every
+// decoded token fails with one clear error, whatever reached its logits.
+TEST(GpuForwardFusedMoe, AGridThatCannotGatherFailsTheToken) {
+  const uint64_t seed = test::test_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto m = synth("arch=qwen3moe,quant=Q4_K_M", seed);
+  EngineOptions o;
+  o.n_ctx = 32;
+  o.gemm = "tiled";
+  o.gpu_q8 = EngineOptions::GpuQ8::On;
+  auto e = make_engine(*m, o);
+  e->eval({9, 40, 222});  // a prompt has no fused block
+  const std::vector<vk::DeviceInfo> devs = vk::list_devices();
+  const uint32_t own = devs.empty() ? 0 : vk::moe_fused_grid(devs[0]);
+  setenv("VKMOE_MOE_FUSED_GRID", std::to_string(std::max<uint32_t>(2, 8 * own)).c_str(), 1);
+  for (int32_t t : {5, 6}) {
+    try {
+      e->eval({t});
+      ADD_FAILURE() << "token " << t << " decoded";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("did not all run at once"), std::string::npos) << err.what();
+    }
+  }
+  unsetenv("VKMOE_MOE_FUSED_GRID");
+}
+
 // The long-context fused decode tests' engine: int8 activations, an F16
 // cache of 300 positions (their prompts take 250).
 EngineOptions long_decode_options() {

@@ -142,7 +142,7 @@ struct Extra {
 struct Out {
   std::vector<float> x, xn, logits, h, wts, q, k, v;
   std::vector<int32_t> ids;
-  std::vector<uint32_t> counters;
+  std::vector<uint32_t> counters, left;  // left: what the dispatch should leave there (left_counters)
   uint32_t flag;
   std::vector<uint64_t> stamps;  // with clocks: grid * kFusedClockSlots
   std::vector<float> att;        // with an output projection: att after the dispatch
@@ -155,15 +155,28 @@ struct Chain {
   bool poll_loads = true;
 };
 
+// The counters run_block's dispatch should leave (its own pair at 5, 6, zero
+// before): the grid barriers' arrivals (the router's and gate/up's; with an
+// output projection its own, a split combine's and the down product's before
+// q/k/v), and where a last workgroup has work (xn written, or q/k/v ready
+// raised) the finished workgroups. Chained: the attention's preset count at 1
+// and q/k/v ready at 2, raised to qkv_value.
+std::vector<uint32_t> left_counters(uint32_t grid, const Extra* extra, const Chain* chain) {
+  const uint32_t barriers = 2 + (extra ? 2 + (extra->splits > 1 ? 1 : 0) : 0);
+  const bool counts_end = chain || !extra;  // run_block always passes next_norm
+  return {0, chain ? chain->done : 0, chain ? chain->qkv_value : 0, 0, 0, barriers * grid, counts_end ? grid : 0, 0};
+}
+
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
               uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {},
-              bool clocks = false, const Chain* chain = nullptr) {
+              bool clocks = false, const Chain* chain = nullptr, uint32_t arrivals_before = 0) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
          bh = e.buf(std::vector<float>(size_t(c.K) * c.F, kNaN)), bi = e.buf(std::vector<int32_t>(c.K, -7)),
          bw = e.buf(std::vector<float>(c.K, kNaN)),
-         bc = e.buf(std::vector<uint32_t>{0, chain ? chain->done : 0u, 0, 0, 0, 0, 0, 0}), bnn = e.buf(b.next_w),
+         bc = e.buf(std::vector<uint32_t>{0, chain ? chain->done : 0u, 0, 0, 0, arrivals_before, 0, 0}),
+         bnn = e.buf(b.next_w),
          bxn = e.buf(std::vector<float>(c.E, kNaN)), bf = e.buf(std::vector<uint32_t>(1, 99));
   MoeFusedDecodeArgs a;
   a.gate_up_type = c.gu;
@@ -241,6 +254,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
         {},
         e.read<int32_t>(bi, c.K),
         e.read<uint32_t>(bc, 8),
+        left_counters(grid, extra, chain),
         e.read<uint32_t>(bf, 1)[0]};
   if (extra) {
     o.att = e.read<float>(batt, extra->A);
@@ -303,7 +317,7 @@ void expect_block(const Block& b, const std::vector<double>& x, const std::vecto
   const Case& c = b.c;
   const uint32_t E = c.E, F = c.F, K = c.K;
   EXPECT_EQ(o.flag, 99u) << "a finite block must leave the non-finite flag";
-  EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0)) << "the counters must be left at 0";
+  EXPECT_EQ(o.counters, o.left) << "arrivals and finished workgroups, nothing else";
   // Router logits.
   const std::vector<float> xf(x.begin(), x.end());
   const std::vector<double> xn = b.xn_of(xf, b.norm_w);
@@ -501,7 +515,8 @@ TEST(ShaderMoeFused, SplitAttentionCombinedBeforeOutProj) {
         EXPECT_EQ(o.k, w.k);
         EXPECT_EQ(o.v, w.v);
         EXPECT_EQ(o.ids, w.ids);
-        EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0));
+        EXPECT_EQ(o.counters, o.left);
+        EXPECT_EQ(w.counters, w.left);
         EXPECT_EQ(o.flag, 99u);
       }
     }
@@ -520,7 +535,7 @@ TEST(ShaderMoeFused, NonFiniteInputLowersTheFlag) {
     const Out o = run_block(e, b, x, grid, 0, 7);
     EXPECT_EQ(o.flag, 7u) << "without an entry check, the exit check; grid " << grid;
     for (int32_t id : o.ids) EXPECT_TRUE(id >= 0 && uint32_t(id) < c.N) << "ids stay in range; grid " << grid;
-    EXPECT_EQ(o.counters, std::vector<uint32_t>(8, 0));
+    EXPECT_EQ(o.counters, o.left);
   }
 }
 
@@ -588,13 +603,37 @@ TEST(ShaderMoeFused, ChainedWaitsForTheAttentionAndRaisesQkvReady) {
       EXPECT_EQ(o.k, plain.k);
       EXPECT_EQ(o.v, plain.v);
       EXPECT_EQ(o.flag, plain.flag);
-      EXPECT_EQ(o.counters, (std::vector<uint32_t>{0, 37, 9, 0, 0, 0, 0, 0})) << "q/k/v ready raised to 9";
+      EXPECT_EQ(o.counters, o.left) << "q/k/v ready raised to 9";
+      EXPECT_EQ(o.counters[2], 9u);
     }
     for (const Chain& bad : {Chain{36, 37, 9}, Chain{38, 37, 9}}) {
       SCOPED_TRACE("count " + std::to_string(bad.done));
       const Out lost = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &bad);
       EXPECT_EQ(lost.flag, 1u) << "the lost wait lowers the flag to 1";
       EXPECT_TRUE(std::any_of(lost.x.begin(), lost.x.end(), [](float v) { return std::isnan(v); })) << "and poisons x";
+    }
+  }
+}
+
+// A dispatch whose counters were not zeroed (left as an earlier one ended, or
+// just the router's barrier's share) gives up at once instead of passing its
+// barriers before the other workgroups' writes.
+TEST(ShaderMoeFused, CountersNotZeroedGiveUpAndPoisonX) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const Case& c = kCases[0];
+  if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+  Block b(c, e);
+  for (uint32_t grid : grids(e)) {
+    SCOPED_TRACE("grid " + std::to_string(grid));
+    const std::vector<float> x = e.randn(c.E, 1.5f);
+    const Out first = run_block(e, b, x, grid, 5, 7);
+    ASSERT_EQ(first.flag, 99u);
+    for (uint32_t left : {first.counters[5], grid}) {
+      SCOPED_TRACE("arrivals before " + std::to_string(left));
+      const Out o = run_block(e, b, x, grid, 5, 7, nullptr, {}, false, nullptr, left);
+      EXPECT_EQ(o.flag, 1u) << "a count left from an earlier dispatch lowers the flag to 1";
+      EXPECT_TRUE(std::any_of(o.x.begin(), o.x.end(), [](float v) { return std::isnan(v); })) << "and poisons x";
     }
   }
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Device buffers a forward pass works in, sized for up to n_ubatch tokens.
 // activation_bytes() is what the planner reserves; Activations allocates it.
+#include <algorithm>
 #include <cstdint>
 
 #include "engine/model/model.h"
@@ -50,12 +51,18 @@ struct Activations {
   // for two products in flight together.
   vk::Buffer gemm_split;
   vk::Buffer counters;      // zeroed uints: fused kernels count finished workgroups here
-  // [0]: the router's top-k tail; [2, 3]: the fused MoE block's grid barrier
-  // and finish count; [32], [64]: chained decode layers (LayerProgram::FusedDecode;
-  // 128 bytes apart: polled from every SM, not in the lines the grid barrier
-  // polls); from kAttentionCounters: split attention tails.
-  static constexpr uint32_t kDispatchCounters = 1024, kMoeFusedCounters = 2, kChainReady = 32, kChainDone = 64,
-                            kAttentionCounters = 96;
+  // [0]: the router's top-k tail; [32], [64]: chained decode layers
+  // (LayerProgram::FusedDecode; 128 bytes apart: polled from every SM, not in
+  // the lines a grid barrier polls); from kMoeFusedCounters: layer il's fused
+  // MoE block's grid barrier and finish count at kMoeFusedCounters + 2 * il
+  // (il < kMoeFusedLayers); [kChainReady, moe_fused_counters_end) are zeroed
+  // at a decoded token's start. From kAttentionCounters: split attention tails.
+  static constexpr uint32_t kDispatchCounters = 2048, kChainReady = 32, kChainDone = 64, kMoeFusedCounters = 128,
+                            kAttentionCounters = 1024, kMoeFusedLayers = (kAttentionCounters - kMoeFusedCounters) / 2;
+  static constexpr uint32_t moe_fused_counter(int il) { return kMoeFusedCounters + 2 * uint32_t(il); }
+  static constexpr uint32_t moe_fused_counters_end(int n_layer) {
+    return moe_fused_counter(std::min<int>(n_layer, int(kMoeFusedLayers)));
+  }
   // Host-visible uint: the smallest non_finite_site code whose check saw
   // NaN/Inf (kNoNonFinite while none did). Not device memory.
   vk::Buffer non_finite;

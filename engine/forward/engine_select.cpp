@@ -41,7 +41,9 @@ bool Engine::logits_finite(std::span<const float> logits) const { return all_fin
 
 std::span<const float> Engine::eval_view(const std::vector<int32_t>& tokens) {
   const std::span<const float> logits = forward(tokens);
-  if (!logits_finite(logits)) {
+  // A lost grid wait fails the token even where its poison did not reach the
+  // logits (e.g. a last workgroup's output not written: stale, finite values).
+  if (!logits_finite(logits) || first_non_finite() == non_finite_site::kGridWaitLost) {
     const uint32_t site = first_non_finite();
     if (site == non_finite_site::kGridWaitLost)
       throw Error("a fused GPU dispatch's workgroups did not all run at once (its wait timed out); "

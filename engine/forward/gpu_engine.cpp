@@ -340,11 +340,12 @@ LayerProgram::Keep GpuEngine::keep_rows(int il, bool logits) const {
 // one submission a pp512 run took 4-8 ms longer than its GPU time; PERF.md run 31).
 void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early, bool logits) {
   record_embed(*r, n);
-  // A decoded token's layers may chain (LayerProgram::FusedDecode), not while profiling.
+  // A decoded token's layers may chain (LayerProgram::FusedDecode), not while
+  // profiling. Its chain counters and fused blocks' counters start at zero.
   const bool chain = n == 1 && !profiling_;
-  if (chain)
-    r->fill(act_->counters, Activations::kChainReady * 4, (Activations::kChainDone - Activations::kChainReady + 1) * 4,
-            0);
+  if (n == 1)
+    r->fill(act_->counters, Activations::kChainReady * 4,
+            (Activations::moe_fused_counters_end(c_.n_layer) - Activations::kChainReady) * 4, 0);
   r->barrier();
   mark(*r, "start");
   using AttnIn = LayerProgram::AttnIn;

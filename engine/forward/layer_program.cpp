@@ -394,8 +394,8 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
   const uint32_t E = c_.n_embd, F = c_.n_ff_exp, K = c_.n_expert_used;
   FusedDecode f;
   f.grid = vk::moe_fused_grid(dev);
-  f.block = enabled && spec.moe && ops_.int8_x() && f.grid != 0 && !spec.router_bias &&
-            !spec.probs_bias && !spec.expert_bias && spec.shared == SharedExpert::None &&
+  f.block = enabled && spec.moe && ops_.int8_x() && f.grid != 0 && uint32_t(il) < Activations::kMoeFusedLayers &&
+            !spec.router_bias && !spec.probs_bias && !spec.expert_bias && spec.shared == SharedExpert::None &&
             g.router.type == GgmlType::F32 && lw.gate_exps.type() == lw.up_exps.type() &&
             vk::moe_fused_decode_supported(dev, lw.gate_exps.type(), lw.down_exps.type(), E, F, c_.n_expert, K,
                                            c_.router, lw.gate_exps.expert_bytes(), lw.down_exps.expert_bytes());
@@ -445,7 +445,7 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   a.ids = a_.ids;
   a.weights = a_.wts;
   a.counters = a_.counters;
-  a.counter = Activations::kMoeFusedCounters;
+  a.counter = Activations::moe_fused_counter(il);  // zeroed at the token's start (GpuEngine::record_resident)
   if (next_norm) {
     a.next_norm = next_norm->buf;
     a.xn = a_.xn;

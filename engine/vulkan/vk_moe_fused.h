@@ -51,7 +51,9 @@ struct MoeFusedDecodeArgs {
   uint64_t gate_up_stride = 0, down_stride = 0;
   BufferRange logits, h;                 // scratch: n_expert and k * n_ff floats
   BufferRange ids, weights;              // the chosen experts and their weights (k each)
-  BufferRange counters;                  // two uints at counter, zero between dispatches (left zero)
+  // Two uints at counter, zero before the dispatch; left as it ends (the
+  // barriers' arrivals, and where a last workgroup has work the finished ones).
+  BufferRange counters;
   uint32_t counter = 0;
   BufferRange next_norm, xn;             // with next_norm: xn = rmsnorm(x) * next_norm after the update
   BufferRange flags;                     // non-finite flag (first uint, lowered by atomicMin)
