@@ -34,8 +34,8 @@
 // Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
 // that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
 // <= subgroup size), 13 = QUANT_AHEAD (1..4: the vec4s an invocation loads
-// before it quantizes them, one round of reads instead of that many). A lane group works on one row at a time, a lane on one
-// unit of it at a time: more rows or units at once measured slower on an H200
+// before it quantizes them, one round of reads instead of that many). A lane
+// group works on one row at a time, a lane on one unit of it at a time: more rows or units at once measured slower on an H200
 // (registers; docs/PERF.md run 36), and so did loading a step's first units
 // ahead of its preamble (a warp's loads return in order; run 38).
 // CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
@@ -202,21 +202,18 @@ void stamp(uint slot) {
 #endif
 }
 
-// Waits until every workgroup has arrived at its n-th grid barrier of this
-// dispatch (the counter only grows within it), their buffer writes visible.
-// Stamps `arrive` once the workgroup is there and `leave` once it may go on.
-// Invocation 0: polls counter[c] until it reaches `target`, in rounds of 1024
-// (llvmpipe ends any one loop after 65535 iterations), giving up after
-// spin_limit polls (first_bad 1, NaN into x) or, after a round, where an
-// earlier wait gave up. `arrived`: already there (no poll). loads: polls by
-// loads (an atomic's read-modify-write holds the line longer). exact: a count
-// past the target (left from an earlier token) also gives up.
 // Lowers first_bad to 1 and writes NaN into x: the token fails.
 void give_up() {
   atomicMin(first_bad, 1u);
   x1[0] = uintBitsToFloat(0x7fc00000u);
 }
 
+// Polls counter[c] (one invocation) until it reaches `target`, in rounds of 1024
+// (llvmpipe ends any one loop after 65535 iterations), giving up after
+// spin_limit polls (first_bad 1, NaN into x) or, after a round, where an
+// earlier wait gave up. `arrived`: already there (no poll). loads: polls by
+// loads (an atomic's read-modify-write holds the line longer). exact: a count
+// past the target (left from an earlier token) also gives up.
 void wait_count(uint c, uint target, bool arrived, bool loads, bool exact) {
   bool lost = false, past = false;
   for (uint outer = 0; outer <= p.spin_limit / 1024 && !arrived && !lost; ++outer) {
