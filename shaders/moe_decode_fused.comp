@@ -33,11 +33,12 @@
 // weight types of gate/up, down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 =
 // Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
 // that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
-// <= subgroup size), 13 = QUANT_AHEAD (1..4: the vec4s an invocation loads
-// before it quantizes them, one round of reads instead of that many). A lane
-// group works on one row at a time, a lane on one unit of it at a time: more rows or units at once measured slower on an H200
-// (registers; docs/PERF.md run 36), and so did loading a step's first units
-// ahead of its preamble (a warp's loads return in order; run 38).
+// <= subgroup size). A lane group works on one row at a time, a lane on one
+// unit of it at a time: more rows or units at once measured slower on an H200
+// (docs/PERF.md run 36; the driver reports 68-70 registers, so not spills),
+// as did quantizing two or three vec4s an invocation at once (run 42) and
+// loading a step's first units ahead of its preamble (a warp's loads return
+// in order; run 38).
 // CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
 // steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClock).
 // Chained (att_wgs != 0): the attention before ran without a barrier between;
@@ -78,8 +79,6 @@ layout(constant_id = 9) const uint GU_LANES = 32;
 layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
-layout(constant_id = 13) const uint QUANT_AHEAD = 1;
-const uint MAX_AHEAD = 4;
 const uint WG = gl_WorkGroupSize.x;
 
 // A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K),
@@ -307,28 +306,19 @@ void combine_att() {
 }
 
 // xq, xds = int8 blocks (q8x_quantize_block's) of n values (n % 32 == 0),
-// vec4 i of them being V4(i): eight lanes a block, a vec4 each, QUANT_AHEAD
-// vec4s an invocation loaded first (past n: zeros, not stored).
-#define QUANTIZE_COOP(n, V4)                                                                \
-  for (uint i0 = gl_LocalInvocationID.x; i0 < (n) / 4; i0 += QUANT_AHEAD * WG) {            \
-    vec4 va[MAX_AHEAD];                                                                      \
-    [[unroll]] for (uint r = 0; r < MAX_AHEAD; ++r)                                          \
-      if (r < QUANT_AHEAD) va[r] = i0 + r * WG < (n) / 4 ? V4(i0 + r * WG) : vec4(0);         \
-    [[unroll]] for (uint r = 0; r < MAX_AHEAD; ++r) {                                        \
-      if (r >= QUANT_AHEAD) break;                                                           \
-      const uint i = i0 + r * WG;                                                            \
-      const vec4 v = va[r], a = abs(v);                                                      \
-      float amax = max(max(a.x, a.y), max(a.z, a.w));                                        \
-      for (uint o = 1; o < 8; o <<= 1) amax = max(amax, subgroupShuffleXor(amax, o));        \
-      const float inv = amax > 0.0 ? 127.0 / amax : 0.0;                                     \
-      const ivec4 q = ivec4(round(v * inv));                                                 \
-      int isum = (q.x + q.y) + (q.z + q.w);                                                  \
-      for (uint o = 1; o < 8; o <<= 1) isum += subgroupShuffleXor(isum, o);                  \
-      if (i >= (n) / 4) continue;                                                            \
-      const uvec4 b = uvec4(q) & 0xFFu;                                                      \
-      xq[i / 4][i % 4] = int(b.x | (b.y << 8) | (b.z << 16) | (b.w << 24));                  \
-      if (i % 8 == 0) xds[i / 8] = vec2(amax / 127.0, amax / 127.0 * float(isum));           \
-    }                                                                                        \
+// vec4 i of them being V4(i): eight lanes a block, a vec4 each.
+#define QUANTIZE_COOP(n, V4)                                                              \
+  for (uint i = gl_LocalInvocationID.x; i < (n) / 4; i += WG) {                            \
+    const vec4 v = V4(i), a = abs(v);                                                      \
+    float amax = max(max(a.x, a.y), max(a.z, a.w));                                        \
+    for (uint o = 1; o < 8; o <<= 1) amax = max(amax, subgroupShuffleXor(amax, o));        \
+    const float inv = amax > 0.0 ? 127.0 / amax : 0.0;                                     \
+    const ivec4 q = ivec4(round(v * inv));                                                 \
+    int isum = (q.x + q.y) + (q.z + q.w);                                                  \
+    for (uint o = 1; o < 8; o <<= 1) isum += subgroupShuffleXor(isum, o);                  \
+    const uvec4 b = uvec4(q) & 0xFFu;                                                      \
+    xq[i / 4][i % 4] = int(b.x | (b.y << 8) | (b.z << 16) | (b.w << 24));                  \
+    if (i % 8 == 0) xds[i / 8] = vec2(amax / 127.0, amax / 127.0 * float(isum));           \
   }
 
 // This invocation's lane in its group of L and the group's index in the grid;

@@ -169,8 +169,7 @@ std::vector<uint32_t> left_counters(uint32_t grid, const Extra* extra, const Cha
 
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
               uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {},
-              bool clocks = false, const Chain* chain = nullptr, uint32_t arrivals_before = 0,
-              uint32_t quant_ahead = 0) {
+              bool clocks = false, const Chain* chain = nullptr, uint32_t arrivals_before = 0) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
@@ -210,7 +209,6 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
   a.flags = bf;
   a.grid = grid;
   a.lanes = lanes;
-  a.quant_ahead = quant_ahead;
   if (chain) {
     a.att_done = 2;
     a.att_wgs = chain->att_wgs;
@@ -613,36 +611,6 @@ TEST(ShaderMoeFused, ChainedWaitsForTheAttentionAndRaisesQkvReady) {
       const Out lost = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &bad);
       EXPECT_EQ(lost.flag, 1u) << "the lost wait lowers the flag to 1";
       EXPECT_TRUE(std::any_of(lost.x.begin(), lost.x.end(), [](float v) { return std::isnan(v); })) << "and poisons x";
-    }
-  }
-}
-
-// att and h quantized with several vec4s an invocation loaded first (the
-// loads of several rounds in one, the rest past the end zeros): bit-equal
-// to one at a time. att and h span two rounds of a 512-invocation workgroup.
-TEST(ShaderMoeFused, QuantizedAheadEqualsOneAtATime) {
-  test::VkEnv e;
-  SCOPED_TRACE("seed " + std::to_string(e.seed));
-  const Case c{GgmlType::Q4_K, GgmlType::Q4_K, 256, 512, 16, 8, {Gating::Softmax, true, 1.f}, 0};
-  if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
-  Block b(c, e);
-  const Extra x_(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 4096, 1024, 256);
-  for (uint32_t grid : grids(e)) {
-    SCOPED_TRACE("grid " + std::to_string(grid));
-    const std::vector<float> x = e.randn(c.E, 1.5f);
-    const Out one = run_block(e, b, x, grid, 5, 7, &x_, {}, false, nullptr, 0, 1);
-    ASSERT_EQ(one.flag, 99u);
-    for (uint32_t ahead : {2u, 3u, 4u}) {
-      SCOPED_TRACE("ahead " + std::to_string(ahead));
-      const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, false, nullptr, 0, ahead);
-      EXPECT_EQ(o.x, one.x);
-      EXPECT_EQ(o.h, one.h);
-      EXPECT_EQ(o.q, one.q);
-      EXPECT_EQ(o.k, one.k);
-      EXPECT_EQ(o.v, one.v);
-      EXPECT_EQ(o.ids, one.ids);
-      EXPECT_EQ(o.counters, o.left);
-      EXPECT_EQ(o.flag, 99u);
     }
   }
 }

@@ -61,15 +61,6 @@ std::array<uint32_t, 4> lanes_for(const DeviceInfo& d) {
   return l;
 }
 
-// The vec4s an invocation loads before it quantizes them: a's, else
-// VKMOE_FUSED_QUANT_AHEAD, else 1.
-uint32_t quant_ahead_for(uint32_t asked) {
-  static const char* forced = std::getenv("VKMOE_FUSED_QUANT_AHEAD");
-  const uint32_t n = asked ? asked : forced ? uint32_t(std::max(1, std::atoi(forced))) : 1u;
-  if (n > 4) throw Error("moe_decode_fused: VKMOE_FUSED_QUANT_AHEAD / quant_ahead is at most 4");
-  return n;
-}
-
 // x as int8 for the largest of the products' inputs, in int32 words.
 uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim) {
   return std::max({n_embd, k * n_ff, att_dim}) / 4;
@@ -266,7 +257,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
        type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u, a.next_qkv ? type_code(n.q_type) : 0u,
        a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u, lanes[0], lanes[1], lanes[2],
-       lanes[3], quant_ahead_for(a.quant_ahead)});
+       lanes[3]});
   // Bindings a step does not use hold x in their place.
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
   std::vector<BufferRange> bind = {

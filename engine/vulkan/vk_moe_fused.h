@@ -61,9 +61,6 @@ struct MoeFusedDecodeArgs {
   // Lanes sharing a row in the gate/up, down, wo and q/k/v products (powers
   // of 2 up to the subgroup size); 0: the kernel's choice.
   std::array<uint32_t, 4> lanes{};
-  // vec4s an invocation loads before quantizing them (att, h; 1..4); 0:
-  // VKMOE_FUSED_QUANT_AHEAD, else 1. Not measured on a GPU yet (for A/B).
-  uint32_t quant_ahead = 0;
   std::optional<MoeFusedOutProj> out_proj;
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
   // Where set (a device clock): every workgroup's FusedClock stamps (uint64)
