@@ -33,7 +33,10 @@
 // weight types of gate/up, down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 =
 // Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
 // that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
-// <= subgroup size). A lane group works on one row at a time, a lane on one
+// <= subgroup size), 13 = XQ_SWIZZLE (1: xq's four entries of each 64-value
+// group XQ_STRIDE entries apart, so that lanes reading consecutive groups read
+// consecutive 16-byte words of shared memory; 0: a group's entries adjacent,
+// 64 bytes a lane apart, a 4-way bank conflict). A lane group works on one row at a time, a lane on one
 // unit of it at a time: more rows or units at once measured slower on an H200
 // (docs/PERF.md run 36; the driver reports 68-70 registers, so not spills),
 // as did quantizing two or three vec4s an invocation at once (run 42) and
@@ -79,6 +82,12 @@ layout(constant_id = 9) const uint GU_LANES = 32;
 layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
+layout(constant_id = 13) const uint XQ_SWIZZLE = 0;
+// xq's 64-value groups, and the entries between a group's parts when
+// swizzled (at least the groups; 4 mod 8, so that Q6_K's lane pairs, which
+// read parts 2m and 2m + 1 of a group, fall 64 bytes apart).
+const uint XQ_GROUPS = (XQ_WORDS + 15) / 16;
+const uint XQ_STRIDE = XQ_GROUPS + (12 - XQ_GROUPS % 8) % 8;
 const uint WG = gl_WorkGroupSize.x;
 
 // A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K),
@@ -135,12 +144,15 @@ layout(push_constant) uniform Push {
 } p;
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
-shared ivec4 xq[XQ_WORDS / 4];
+shared ivec4 xq[4 * XQ_STRIDE];
 shared vec2 xds[XQ_WORDS / 8];
 shared int sel_id[64];
 shared float sel_w[64];
 shared bool is_last;
 
+// xq's entry w (16 int8 values) in the layout XQ_SWIZZLE picks.
+uint xq_at(uint w) { return XQ_SWIZZLE != 0 ? (w % 4) * XQ_STRIDE + w / 4 : w; }
+#define Q8X_XQ(i) xq[xq_at(i)]
 #define Q8X_SLOT g
 #include "q8x_slot.glsl"
 #define Q8X_SLOT u
@@ -317,7 +329,7 @@ void combine_att() {
     int isum = (q.x + q.y) + (q.z + q.w);                                                  \
     for (uint o = 1; o < 8; o <<= 1) isum += subgroupShuffleXor(isum, o);                  \
     const uvec4 b = uvec4(q) & 0xFFu;                                                      \
-    xq[i / 4][i % 4] = int(b.x | (b.y << 8) | (b.z << 16) | (b.w << 24));                  \
+    xq[xq_at(i / 4)][i % 4] = int(b.x | (b.y << 8) | (b.z << 16) | (b.w << 24));           \
     if (i % 8 == 0) xds[i / 8] = vec2(amax / 127.0, amax / 127.0 * float(isum));           \
   }
 

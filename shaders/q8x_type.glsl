@@ -10,6 +10,11 @@
 // of Q8X(UNIT_BYTES) bytes), Q8X(load_x)(b, k) (block b of x), Q8X(dot_w), and
 // Q8X(QK) (block size), Q8X(BLOCK_UNITS) (block size in units), Q8X(UPB)
 // (work units per block: what one lane decodes at once).
+// Q8X_XQ(i), where the includer defines it, reads xq's entry i from another
+// layout (default: xq[i]).
+#ifndef Q8X_XQ
+#define Q8X_XQ(i) xq[i]
+#endif
 
 #if Q8X_WT == 5 || Q8X_WT == 6
 const uint Q8X(QK) = 256;
@@ -66,10 +71,10 @@ struct Q8X(XData) {
 Q8X(XData) Q8X(load_x)(uint b, uint k) {
   Q8X(XData) d;
   const uint g = b * 4 + k;  // 64-element group
-  d.lo0 = xq[g * 4];
-  d.lo1 = xq[g * 4 + 1];
-  d.hi0 = xq[g * 4 + 2];
-  d.hi1 = xq[g * 4 + 3];
+  d.lo0 = Q8X_XQ(g * 4);
+  d.lo1 = Q8X_XQ(g * 4 + 1);
+  d.hi0 = Q8X_XQ(g * 4 + 2);
+  d.hi1 = Q8X_XQ(g * 4 + 3);
   d.dlo = xds[g * 2];
   d.dhi = xds[g * 2 + 1];
   return d;
@@ -124,8 +129,8 @@ struct Q8X(XData) {
 
 Q8X(XData) Q8X(load_x)(uint b, uint k) {
   Q8X(XData) d;
-  d.x0 = xq[b * 2];
-  d.x1 = xq[b * 2 + 1];
+  d.x0 = Q8X_XQ(b * 2);
+  d.x1 = Q8X_XQ(b * 2 + 1);
   d.dx = xds[b].x;
   return d;
 }
@@ -178,7 +183,7 @@ Q8X(XData) Q8X(load_x)(uint b, uint k) {
   const uint n = k >> 1, hh = k & 1u;
   [[unroll]] for (uint m = 0; m < 4; ++m) {
     const uint blk = b * 8 + 4 * n + m;  // 32-element x block
-    d.v[m] = xq[blk * 2 + hh];
+    d.v[m] = Q8X_XQ(blk * 2 + hh);
     d.dx[m] = xds[blk].x;
     const ivec4 v = d.v[m];
     d.s[m] = sdot4(v.x, 0x01010101, 0) + sdot4(v.y, 0x01010101, 0) + sdot4(v.z, 0x01010101, 0) +

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 #include <cmath>
 #include <limits>
 
@@ -169,7 +170,8 @@ std::vector<uint32_t> left_counters(uint32_t grid, const Extra* extra, const Cha
 
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
               uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {},
-              bool clocks = false, const Chain* chain = nullptr, uint32_t arrivals_before = 0) {
+              bool clocks = false, const Chain* chain = nullptr, uint32_t arrivals_before = 0,
+              std::optional<bool> xq_swizzle = std::nullopt) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
@@ -209,6 +211,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
   a.flags = bf;
   a.grid = grid;
   a.lanes = lanes;
+  a.xq_swizzle = xq_swizzle;
   if (chain) {
     a.att_done = 2;
     a.att_wgs = chain->att_wgs;
@@ -611,6 +614,36 @@ TEST(ShaderMoeFused, ChainedWaitsForTheAttentionAndRaisesQkvReady) {
       const Out lost = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &bad);
       EXPECT_EQ(lost.flag, 1u) << "the lost wait lowers the flag to 1";
       EXPECT_TRUE(std::any_of(lost.x.begin(), lost.x.end(), [](float v) { return std::isnan(v); })) << "and poisons x";
+    }
+  }
+}
+
+// The int8 x in the swizzled shared-memory layout (each 64-value group's parts
+// apart) reads the same values as adjacent: bit-equal results for every
+// weight type the kernel reads (Q4_K, Q6_K, Q8_0 and Q5_K products).
+TEST(ShaderMoeFused, SwizzledXqEqualsAdjacent) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  for (const auto& [gu, dn, o, q] : {std::array{GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::Q5_K},
+                                     std::array{GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_K}}) {
+    const Case c{gu, dn, 256, 512, 16, 8, {Gating::Softmax, true, 1.f}, 0};
+    if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+    Block b(c, e);
+    const Extra x_(b, o, q, GgmlType::Q8_0, GgmlType::Q6_K, 4096, 1024, 256);
+    for (uint32_t grid : grids(e)) {
+      SCOPED_TRACE("grid " + std::to_string(grid) + ", gate/up type " + std::to_string(int(gu)));
+      const std::vector<float> x = e.randn(c.E, 1.5f);
+      const Out adjacent = run_block(e, b, x, grid, 5, 7, &x_, {}, false, nullptr, 0, false);
+      const Out swizzled = run_block(e, b, x, grid, 5, 7, &x_, {}, false, nullptr, 0, true);
+      ASSERT_EQ(adjacent.flag, 99u);
+      EXPECT_EQ(swizzled.x, adjacent.x);
+      EXPECT_EQ(swizzled.h, adjacent.h);
+      EXPECT_EQ(swizzled.q, adjacent.q);
+      EXPECT_EQ(swizzled.k, adjacent.k);
+      EXPECT_EQ(swizzled.v, adjacent.v);
+      EXPECT_EQ(swizzled.ids, adjacent.ids);
+      EXPECT_EQ(swizzled.counters, swizzled.left);
+      EXPECT_EQ(swizzled.flag, 99u);
     }
   }
 }

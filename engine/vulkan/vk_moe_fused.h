@@ -61,6 +61,10 @@ struct MoeFusedDecodeArgs {
   // Lanes sharing a row in the gate/up, down, wo and q/k/v products (powers
   // of 2 up to the subgroup size); 0: the kernel's choice.
   std::array<uint32_t, 4> lanes{};
+  // The int8 x in shared memory with each 64-value group's four 16-byte parts
+  // apart (no bank conflicts where lanes read consecutive groups); unset:
+  // yes unless VKMOE_FUSED_XQ_SWIZZLE=0.
+  std::optional<bool> xq_swizzle;
   std::optional<MoeFusedOutProj> out_proj;
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
   // Where set (a device clock): every workgroup's FusedClock stamps (uint64)
