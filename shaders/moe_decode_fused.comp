@@ -36,12 +36,7 @@
 // <= subgroup size), 13 = XQ_SWIZZLE (1: xq's four entries of each 64-value
 // group XQ_STRIDE entries apart, so that lanes reading consecutive groups read
 // consecutive 16-byte words of shared memory; 0: a group's entries adjacent,
-// 64 bytes a lane apart, a 4-way bank conflict), 14 = ROUTER_IN_NORM (1: a
-// workgroup's first router row read in the ffn norm's pass over x, one
-// workgroup sum for both; 0: the row after the norm), 15 = QKV_TOUCH (1: each
-// lane reads one word of its share of every next q/k/v row its lane group
-// will take, right after the next norm's loads of x, so that those rows are in
-// the caches once x is quantized). A lane group works on one row at a time, a lane on one
+// 64 bytes a lane apart, a 4-way bank conflict). A lane group works on one row at a time, a lane on one
 // unit of it at a time: more rows or units at once measured slower on an H200
 // (docs/PERF.md run 36; the driver reports 68-70 registers, so not spills),
 // as did quantizing two or three vec4s an invocation at once (run 42) and
@@ -88,8 +83,6 @@ layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
 layout(constant_id = 13) const uint XQ_SWIZZLE = 0;
-layout(constant_id = 14) const uint ROUTER_IN_NORM = 0;
-layout(constant_id = 15) const uint QKV_TOUCH = 0;
 // xq's 64-value groups, and the entries between a group's parts when
 // swizzled (at least the groups; 4 mod 8, so that Q6_K's lane pairs, which
 // read parts 2m and 2m + 1 of a group, fall 64 bytes apart).
@@ -368,43 +361,15 @@ float scale_of(float ss, uint check, bool report) {
   return inversesqrt(ss / float(p.n_embd) + p.eps);
 }
 
-// This invocation's share of the sum of squares of x. stage: 1 xs = x *
-// ffn_norm, 2 xs = x * next_norm, 0 neither.
-float norm_sum(uint stage) {
+// rmsnorm scale of x (scale_of). stage: 2 xs = x * next_norm, 0 not.
+float norm_scale(uint check, bool report, uint stage) {
   float ss = 0.0;
   for (uint i = gl_LocalInvocationID.x; i < p.n_embd / 4; i += WG) {
     const vec4 v = x4[i];
     ss += dot(v, v);
-    if (stage == 1) xs[i] = v * norm_w4[i];
     if (stage == 2) xs[i] = v * next_norm_w4[i];
   }
-  return ss;
-}
-// rmsnorm scale of x (scale_of), xs as norm_sum's stage says.
-float norm_scale(uint check, bool report, uint stage) { return scale_of(wg_add(norm_sum(stage)), check, report); }
-
-// Bytes of a row of ncols values of weight type wt (4 Q8_0, 5 Q4_K, 6 Q5_K, 7 Q6_K).
-uint row_bytes(uint wt, uint ncols) {
-  return wt == 4 ? ncols / 32 * 34 : ncols / 256 * (wt == 5 ? 144 : wt == 6 ? 176 : 210);
-}
-// QKV_TOUCH: one word of lane `lane`'s share of each next q/k/v row from
-// `row0` on (every `groups`-th), their xor (for a use the compiler cannot drop).
-uint touch_qkv_rows(uint row0, uint groups, uint lane) {
-  const uint QK = p.q_dim + p.kv_dim, E = p.n_embd;
-  uint t = 0;
-  for (uint row = row0; row < QK + p.kv_dim; row += groups) {
-    if (row < p.q_dim) {
-      const uint rb = row_bytes(Q_WT, E);
-      t ^= q_w4[(row * rb + lane * rb / QKV_LANES) / 16].x;
-    } else if (row < QK) {
-      const uint rb = row_bytes(K_WT, E);
-      t ^= k_w4[((row - p.q_dim) * rb + lane * rb / QKV_LANES) / 16].x;
-    } else {
-      const uint rb = row_bytes(V_WT, E);
-      t ^= v_w4[((row - QK) * rb + lane * rb / QKV_LANES) / 16].x;
-    }
-  }
-  return t;
+  return scale_of(wg_add(ss), check, report);
 }
 
 // xq, xds = int8 blocks of xs * scale (n_embd values).
@@ -529,27 +494,21 @@ void main() {
   }
 
   // 1. The ffn norm (each workgroup) and the router's logits, a row per
-  // workgroup at a time (with ROUTER_IN_NORM the first in the norm's pass).
-  float scale;
-  uint row1 = wg;
-  if (ROUTER_IN_NORM != 0) {
-    const bool has_row = wg < p.n_expert;
-    vec2 sums = vec2(0);  // x's sum of squares, the row's dot product with x * ffn_norm
-    for (uint i = t; i < E / 4; i += WG) {
-      const vec4 v = x4[i];
-      const vec4 r = has_row ? router4[wg * (E / 4) + i] : vec4(0);
-      const vec4 xw = v * norm_w4[i];
-      xs[i] = xw;
-      sums += vec2(dot(v, v), dot(r, xw));
-    }
-    sums = wg_add2(sums);
-    scale = scale_of(sums.x, p.check_in, wg == 0);
-    if (has_row && t == 0) logits[wg] = sums.y * scale;
-    row1 += p.grid;
-  } else {
-    scale = norm_scale(p.check_in, wg == 0, 1);
+  // workgroup at a time, the first in the norm's pass over x: its loads issued
+  // with x's, one workgroup sum for both (run 42: the step 3.8 -> 2.9 us).
+  const bool has_row = wg < p.n_expert;
+  vec2 sums = vec2(0);  // x's sum of squares, the row's dot product with x * ffn_norm
+  for (uint i = t; i < E / 4; i += WG) {
+    const vec4 v = x4[i];
+    const vec4 r = has_row ? router4[wg * (E / 4) + i] : vec4(0);
+    const vec4 xw = v * norm_w4[i];
+    xs[i] = xw;
+    sums += vec2(dot(v, v), dot(r, xw));
   }
-  for (uint row = row1; row < p.n_expert; row += p.grid) {
+  sums = wg_add2(sums);
+  const float scale = scale_of(sums.x, p.check_in, wg == 0);
+  if (has_row && t == 0) logits[wg] = sums.y * scale;
+  for (uint row = wg + p.grid; row < p.n_expert; row += p.grid) {
     float acc = 0.0;
     for (uint i = t; i < E / 4; i += WG) acc += dot(router4[row * (E / 4) + i], xs[i]);
     acc = wg_add(acc);
@@ -582,12 +541,10 @@ void main() {
   // 4. The next layer's norm (each workgroup) and its q, k and v.
   if (Q_WT != 0) {
     grid_barrier(++barriers, CLK_DOWN_ARRIVE, CLK_DOWN_LEAVE);
-    const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES);
-    const float ss = norm_sum(2);
-    const uint touched = QKV_TOUCH != 0 ? touch_qkv_rows(group_of(QKV_LANES), groups_of(QKV_LANES), lane) : 0u;
-    quantize_xs(scale_of(wg_add(ss), p.check_out, wg == 0));
+    quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
     stamp(CLK_NEXT_NORM);
+    const uint QK = p.q_dim + p.kv_dim, lane = lane_of(QKV_LANES);
     for (uint row = group_of(QKV_LANES); row < QK + p.kv_dim; row += groups_of(QKV_LANES)) {
       const float acc = sum_over_lanes(row < p.q_dim ? q_row(row, E, lane)
                                        : row < QK    ? k_row(row - p.q_dim, E, lane)
@@ -601,7 +558,6 @@ void main() {
       else
         v_out[row - QK] = acc;
     }
-    if (touched == 0x5bd1e995u && p.spin_limit == 0u) first_bad = 0u;  // never (spin_limit > 0)
   }
 
   // The last workgroup to finish, where it has work: the chained attention's

@@ -61,15 +61,11 @@ std::array<uint32_t, 4> lanes_for(const DeviceInfo& d) {
   return l;
 }
 
-// The variant's specialization constants 13-15 (MoeFusedDecodeArgs::Variant):
-// where unset, xq swizzled unless VKMOE_FUSED_XQ_SWIZZLE=0 (tg128 +0.6-1.8% at
-// depth 0 on an H200, run 42), the router in the norm where
-// VKMOE_FUSED_ROUTER_IN_NORM=1, q/k/v rows touched where VKMOE_FUSED_QKV_TOUCH=1.
-std::array<uint32_t, 3> variant_constants(const MoeFusedDecodeArgs::Variant& v) {
-  static const bool swizzle = !env_off("VKMOE_FUSED_XQ_SWIZZLE"), router = env_on("VKMOE_FUSED_ROUTER_IN_NORM"),
-                    touch = env_on("VKMOE_FUSED_QKV_TOUCH");
-  auto on = [](std::optional<bool> a, bool dflt) { return a.value_or(dflt) ? 1u : 0u; };
-  return {on(v.xq_swizzle, swizzle), on(v.router_in_norm, router), on(v.qkv_touch, touch)};
+// xq's layout (specialization constant 13): a's where set, else swizzled
+// unless VKMOE_FUSED_XQ_SWIZZLE=0 (tg128 +0.6-1.8% at depth 0 on an H200, run 42).
+uint32_t xq_swizzle_for(std::optional<bool> asked) {
+  static const bool on = !env_off("VKMOE_FUSED_XQ_SWIZZLE");
+  return asked.value_or(on) ? 1u : 0u;
 }
 
 // x as int8 for the largest of the products' inputs, in int32 words.
@@ -101,7 +97,8 @@ bool takes_matrix(GgmlType t, uint64_t rows, uint32_t ncols) {
 
 uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
   const uint64_t topk = 2 * 4 * 1024 + 2 * 4 * 64 + 64 + 2 * 2 * 4 * kTopkShared;
-  // xq: up to 7 more 16-byte entries a part when swizzled.
+  // xq: up to 7 more 16-byte entries a part when swizzled; the subgroups' sums
+  // as floats, maxima and pairs (sg_sum, sg_max, sg_sum2).
   return topk + 4ull * n_embd + 5ull * words + 4 * 7 * 16 + 4ull * wg + 2 * 4 * 64 + 8 * 64 + 8;
 }
 
@@ -264,13 +261,12 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        a.next_qkv ? a.qkv_ready : 0u,
                        a.qkv_value,
                        a.poll_loads ? 1u : 0u};
-  const std::array<uint32_t, 3> vc = variant_constants(a.variant);
   const Pipeline& p = ctx.pipeline(
       clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0), sizeof(FusedPush),
       {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
        type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u, a.next_qkv ? type_code(n.q_type) : 0u,
        a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u, lanes[0], lanes[1], lanes[2],
-       lanes[3], vc[0], vc[1], vc[2]});
+       lanes[3], xq_swizzle_for(a.xq_swizzle)});
   // Bindings a step does not use hold x in their place.
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
   std::vector<BufferRange> bind = {

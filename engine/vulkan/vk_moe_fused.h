@@ -61,16 +61,10 @@ struct MoeFusedDecodeArgs {
   // Lanes sharing a row in the gate/up, down, wo and q/k/v products (powers
   // of 2 up to the subgroup size); 0: the kernel's choice.
   std::array<uint32_t, 4> lanes{};
-  // The kernel's variants (unset: the environment's choice, else the default):
-  // xq_swizzle, the int8 x in shared memory with each 64-value group's four
-  // parts apart (no bank conflicts where lanes read consecutive groups; yes
-  // unless VKMOE_FUSED_XQ_SWIZZLE=0); router_in_norm, a workgroup's first router
-  // row read in the ffn norm's pass (VKMOE_FUSED_ROUTER_IN_NORM=1); qkv_touch,
-  // a word of each lane's share of its next q/k/v rows read right after the
-  // next norm's loads (VKMOE_FUSED_QKV_TOUCH=1).
-  struct Variant {
-    std::optional<bool> xq_swizzle, router_in_norm, qkv_touch;
-  } variant;
+  // The int8 x in shared memory with each 64-value group's four 16-byte parts
+  // apart (no bank conflicts where lanes read consecutive groups); unset: yes
+  // unless VKMOE_FUSED_XQ_SWIZZLE=0.
+  std::optional<bool> xq_swizzle;
   std::optional<MoeFusedOutProj> out_proj;
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
   // Where set (a device clock): every workgroup's FusedClock stamps (uint64)
