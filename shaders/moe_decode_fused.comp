@@ -36,12 +36,13 @@
 // <= subgroup size), 13 = XQ_SWIZZLE (1: xq's four entries of each 64-value
 // group XQ_STRIDE entries apart, so that lanes reading consecutive groups read
 // consecutive 16-byte words of shared memory; 0: a group's entries adjacent,
-// 64 bytes a lane apart, a 4-way bank conflict). A lane group works on one row at a time, a lane on one
-// unit of it at a time: more rows or units at once measured slower on an H200
-// (docs/PERF.md run 36; the driver reports 68-70 registers, so not spills),
-// as did quantizing two or three vec4s an invocation at once (run 42) and
-// loading a step's first units ahead of its preamble (a warp's loads return
-// in order; run 38).
+// 64 bytes a lane apart, a 4-way bank conflict). A lane group works on one
+// row at a time, a lane on one unit of it at a time: more rows or units at
+// once measured slower on an H200 (docs/PERF.md run 36; the driver reports
+// 68-80 registers, so not spills), as did quantizing two or three vec4s an
+// invocation at once (run 42), loading a step's first units ahead of its
+// preamble (a warp's loads return in order; run 38) and touching the next
+// q/k/v rows during the next norm (run 42).
 // CLOCKS=1 (the _clock variant) stamps each workgroup's device clock at the
 // steps' edges into `stamps` (slots: vk_moe_fused.h's FusedClock).
 // Chained (att_wgs != 0): the attention before ran without a barrier between;
