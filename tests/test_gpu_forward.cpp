@@ -102,7 +102,7 @@ double int8_decode_near_cpu(CpuForward& ref, const std::vector<int32_t>& prompt,
     if (other) differs = std::max(differs, max_rel_diff(g, other(t)));
     if (!routes_clear_of_ties(ref, "token " + std::to_string(i), margin)) break;
     const double diff = max_rel_diff(g, r);
-    EXPECT_LT(diff, tol) << "token " << i;
+    EXPECT_LT(diff, tol) << "token " << i << " (the reference routed " << ref.min_route_margin() << " from a tie)";
     if (diff >= tol) break;
   }
   return differs;
