@@ -312,6 +312,14 @@ const Case kCases[] = {
     {GgmlType::Q6_K, GgmlType::Q5_K, 256, 256, 24, 3, {Gating::Softmax, true, 1.f}, 1},
 };
 
+// Two runs of the same block wrote the same x and next q, k, v, bit for bit.
+void expect_same_products(const Out& got, const Out& want) {
+  EXPECT_EQ(got.x, want.x);
+  EXPECT_EQ(got.q, want.q);
+  EXPECT_EQ(got.k, want.k);
+  EXPECT_EQ(got.v, want.v);
+}
+
 // The kernel's outputs o of the block on entry x (x_err: how far x may be
 // from the kernel's own, per row) against the host reference; with
 // next_norm, the next layer's norm it wrote.
@@ -513,10 +521,7 @@ TEST(ShaderMoeFused, SplitAttentionCombinedBeforeOutProj) {
         whole.splits = 1;
         whole.att = o.att;
         const Out w = run_block(e, b, x, grid, 5, 7, &whole);
-        EXPECT_EQ(o.x, w.x);
-        EXPECT_EQ(o.q, w.q);
-        EXPECT_EQ(o.k, w.k);
-        EXPECT_EQ(o.v, w.v);
+        expect_same_products(o, w);
         EXPECT_EQ(o.ids, w.ids);
         EXPECT_EQ(o.counters, o.left);
         EXPECT_EQ(w.counters, w.left);
@@ -601,10 +606,7 @@ TEST(ShaderMoeFused, ChainedWaitsForTheAttentionAndRaisesQkvReady) {
       SCOPED_TRACE(loads ? "polled by loads" : "polled by atomics");
       const Chain ready{37, 37, 9, loads};
       const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, false, &ready);
-      EXPECT_EQ(o.x, plain.x);
-      EXPECT_EQ(o.q, plain.q);
-      EXPECT_EQ(o.k, plain.k);
-      EXPECT_EQ(o.v, plain.v);
+      expect_same_products(o, plain);
       EXPECT_EQ(o.flag, plain.flag);
       EXPECT_EQ(o.counters, o.left) << "q/k/v ready raised to 9";
       EXPECT_EQ(o.counters[2], 9u);
@@ -636,11 +638,8 @@ TEST(ShaderMoeFused, SwizzledXqEqualsAdjacent) {
       const Out adjacent = run_block(e, b, x, grid, 5, 7, &x_, {}, false, nullptr, 0, false);
       const Out swizzled = run_block(e, b, x, grid, 5, 7, &x_, {}, false, nullptr, 0, true);
       ASSERT_EQ(adjacent.flag, 99u);
-      EXPECT_EQ(swizzled.x, adjacent.x);
+      expect_same_products(swizzled, adjacent);
       EXPECT_EQ(swizzled.h, adjacent.h);
-      EXPECT_EQ(swizzled.q, adjacent.q);
-      EXPECT_EQ(swizzled.k, adjacent.k);
-      EXPECT_EQ(swizzled.v, adjacent.v);
       EXPECT_EQ(swizzled.ids, adjacent.ids);
       EXPECT_EQ(swizzled.counters, swizzled.left);
       EXPECT_EQ(swizzled.flag, 99u);
