@@ -15,7 +15,9 @@
 //      spread over the grid.
 // Before step 0, with att_splits > 1: att = the one-token attention's split-K
 // partials combined (attn_flash.comp's layout, left by the attention for this
-// step instead of its split tail), chunks of att spread over the grid.
+// step instead of its split tail), chunks of att spread over the grid; or
+// with att_pos1 != 0 (step A): att = the one-token attention itself, from
+// the q, k and v the dispatch before left (moe_fused_attention.glsl).
 //                                                                   | barrier
 // counter[counter] counts the grid barriers' arrivals and counter[counter +
 // 1] finished workgroups; both start at zero (the host zeroes each dispatch's
@@ -36,7 +38,10 @@
 // <= subgroup size), 13 = XQ_SWIZZLE (1: xq's four entries of each 64-value
 // group XQ_STRIDE entries apart, so that lanes reading consecutive groups read
 // consecutive 16-byte words of shared memory; 0: a group's entries adjacent,
-// 64 bytes a lane apart, a 4-way bank conflict). A lane group works on one
+// 64 bytes a lane apart, a 4-way bank conflict), 14..26 = step A's attention
+// (ATT_D = head_dim, 0: no step A; heads, q heads per kv head, rotated dims,
+// neox, per-head q/k norms; base-2 score scale and the rope's floats, as
+// attn_flash.comp's push constants). A lane group works on one
 // row at a time, a lane on one unit of it at a time: more rows or units at
 // once measured slower on an H200 (docs/PERF.md run 36; the driver reports
 // 68-80 registers, so not spills), as did quantizing two or three vec4s an
@@ -84,6 +89,19 @@ layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
 layout(constant_id = 12) const uint QKV_LANES = 32;
 layout(constant_id = 13) const uint XQ_SWIZZLE = 0;
+layout(constant_id = 14) const uint ATT_D = 0;
+layout(constant_id = 15) const uint ATT_HEADS = 1;
+layout(constant_id = 16) const uint ATT_GROUP = 1;
+layout(constant_id = 17) const uint ATT_N_ROT = 0;
+layout(constant_id = 18) const uint ATT_NEOX = 0;
+layout(constant_id = 19) const uint ATT_NORM = 0;
+layout(constant_id = 20) const float ATT_scale_log2 = 1.0;
+layout(constant_id = 21) const float ATT_theta_scale = 1.0;
+layout(constant_id = 22) const float ATT_freq_scale = 1.0;
+layout(constant_id = 23) const float ATT_ext_factor = 0.0;
+layout(constant_id = 24) const float ATT_mscale = 1.0;
+layout(constant_id = 25) const float ATT_corr0 = 0.0;
+layout(constant_id = 26) const float ATT_corr1 = 0.0;
 // xq's 64-value groups, and the entries between a group's parts when
 // swizzled (at least the groups; 4 mod 8, so that Q6_K's lane pairs, which
 // read parts 2m and 2m + 1 of a group, fall 64 bytes apart).
@@ -115,6 +133,7 @@ layout(set = 0, binding = 11) readonly buffer NNW { vec4 next_norm_w4[]; };
 layout(set = 0, binding = 12) writeonly buffer XN { vec4 xn4[]; };
 layout(set = 0, binding = 13) buffer F { uint first_bad; };
 layout(set = 0, binding = 14) coherent buffer Att { vec4 att4[]; };
+layout(set = 0, binding = 14) coherent buffer Att1 { float att1[]; };
 WEIGHTS(15, o)
 WEIGHTS(16, q)
 WEIGHTS(17, k)
@@ -122,10 +141,22 @@ WEIGHTS(18, v)
 layout(set = 0, binding = 19) writeonly buffer QO { float q_out[]; };
 layout(set = 0, binding = 20) writeonly buffer KO { float k_out[]; };
 layout(set = 0, binding = 21) writeonly buffer VO { float v_out[]; };
+// Step A's inputs: this layer's q, k and v (in the next q/k/v's buffers,
+// read before any workgroup passes step A's barrier).
+layout(set = 0, binding = 19) readonly buffer QI { vec4 q_in4[]; };
+layout(set = 0, binding = 20) readonly buffer KI { vec4 k_in4[]; };
+layout(set = 0, binding = 21) readonly buffer VI { vec2 v_in2[]; };
 layout(set = 0, binding = 22) coherent readonly buffer AttPart { float att_part[]; };
 layout(set = 0, binding = 22) coherent readonly buffer AttPart4 { vec4 att_part4[]; };
+// Step A's F16 caches ([position][kv head][head_dim] halves in pairs) and q/k norm weights.
+layout(set = 0, binding = 23) buffer KC { uint kc_u[]; };
+layout(set = 0, binding = 23) readonly buffer KC4 { uvec4 kc4[]; };
+layout(set = 0, binding = 24) buffer VC { uint vc_u[]; };
+layout(set = 0, binding = 24) readonly buffer VC4 { uvec4 vc4[]; };
+layout(set = 0, binding = 25) readonly buffer QNW { float qn_w[]; };
+layout(set = 0, binding = 26) readonly buffer KNW { float kn_w[]; };
 #if CLOCKS
-layout(set = 0, binding = 23) writeonly buffer Clk { uvec2 stamps[]; };
+layout(set = 0, binding = 27) writeonly buffer Clk { uvec2 stamps[]; };
 #endif
 
 layout(push_constant) uniform Push {
@@ -142,6 +173,7 @@ layout(push_constant) uniform Push {
   uint clock_base;  // CLOCKS: this dispatch's first stamp
   uint att_done, att_wgs, qkv_ready, qkv_value;  // chained: see above; 0: not
   uint poll_loads;  // chained: the attention's count polled by loads (else by atomics)
+  uint att_pos1;    // step A: the token's position + 1 (0: no step A)
 } p;
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
@@ -330,6 +362,8 @@ void combine_att() {
   }
 }
 
+#include "moe_fused_attention.glsl"
+
 // xq, xds = int8 blocks (q8x_quantize_block's) of n values (n % 32 == 0),
 // vec4 i of them being V4(i): eight lanes a block, a vec4 each.
 #define QUANTIZE_COOP(n, V4)                                                              \
@@ -476,9 +510,12 @@ void main() {
     memoryBarrierBuffer();
   }
 
-  // 0. The attention output projection into x (att first combined from its splits).
+  // A, 0. The attention (or its splits combined), the output projection into x.
   if (O_WT != 0) {
-    if (p.att_splits > 1) {
+    if (ATT_D != 0 && p.att_pos1 != 0) {
+      fold_attention();
+      grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
+    } else if (p.att_splits > 1) {
       combine_att();
       grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
     }

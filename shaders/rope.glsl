@@ -1,16 +1,20 @@
 // Rotary embedding's angles as cpu/rope.cpp computes them, for shaders whose
 // push constants hold freq_scale, ext_factor, theta_scale, corr0 and corr1
-// (cpu/rope.h's RopeParams / RopeConsts).
+// (cpu/rope.h's RopeParams / RopeConsts), or that define ROPE_PARAM(name) as
+// where they hold them.
+#ifndef ROPE_PARAM
+#define ROPE_PARAM(name) p.name
+#endif
 
 // ggml's rope_yarn angle of pair i: pos * theta_scale^i as i successive
 // products, then the YaRN mix with the extrapolated angle.
 float angle(float pos, uint i) {
   precise float te = pos;
-  for (uint j = 0; j < i; ++j) te *= p.theta_scale;
-  precise float th = p.freq_scale * te;
-  if (p.ext_factor != 0.0) {
-    precise const float y = (float(i) - p.corr0) / max(0.001, p.corr1 - p.corr0);
-    precise const float mix = (1.0 - min(1.0, max(0.0, y))) * p.ext_factor;
+  for (uint j = 0; j < i; ++j) te *= ROPE_PARAM(theta_scale);
+  precise float th = ROPE_PARAM(freq_scale) * te;
+  if (ROPE_PARAM(ext_factor) != 0.0) {
+    precise const float y = (float(i) - ROPE_PARAM(corr0)) / max(0.001, ROPE_PARAM(corr1) - ROPE_PARAM(corr0));
+    precise const float mix = (1.0 - min(1.0, max(0.0, y))) * ROPE_PARAM(ext_factor);
     th = th * (1.0 - mix) + te * mix;
   }
   return th;

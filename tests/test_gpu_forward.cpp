@@ -143,8 +143,10 @@ TEST(GpuForward, Int8ActivationDecodeStaysNearCpuReference) {
 // logits stay within the int8 rounding of the f32 CPU reference, as the
 // separate int8 dispatches do, and differ from theirs (the fused path ran).
 // Then with the output projection before the block and the next layer's
-// q/k/v after it in the same dispatch: near the reference too, and the
-// profile's step names say those steps ran.
+// q/k/v after it in the same dispatch, and with an F16 cache the attention in
+// it too for the positions up to VKMOE_FUSED_ATTENTION_MAX (6 here: three
+// tokens so, the others past it in their own attention): near the reference
+// too, and the profile's step names say those steps ran.
 // Qwen3 (normalized softmax), OLMoE (softmax over all experts) and Mixtral.
 class GpuForwardFusedMoe : public ::testing::TestWithParam<std::string> {};
 TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
@@ -191,7 +193,11 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
   for (const char* v : {"VKMOE_PROFILE", "VKMOE_FUSED_CLOCKS", "VKMOE_MOE_FUSED_GRID"}) unsetenv(v);
   CpuForward ref2(*m, o.n_ctx);
   fused->eval(prompt);
+  setenv("VKMOE_FUSED_ATTENTION_MAX", "6", 1);
   int8_decode_near_cpu(ref2, prompt, with_grid(*fused, "1", true));
+  // Past the limit whether or not the comparison stopped early (a route near a tie).
+  for (int i = 0; i < 6; ++i) with_grid(*fused, "1", true)(int32_t(i + 1));
+  unsetenv("VKMOE_FUSED_ATTENTION_MAX");
   const std::string steps = fused->stats_report();
   if (clocks) {
     EXPECT_NE(steps.find("one layer's timeline"), std::string::npos) << steps;
@@ -204,9 +210,11 @@ TEST_P(GpuForwardFusedMoe, DecodeStaysNearCpuReference) {
     return;
   }
   EXPECT_NE(steps.find("out proj + MoE block"), std::string::npos) << steps;
-  // OLMoE's q/k norms span all heads: its q/k/v stay apart.
+  // OLMoE's q/k norms span all heads: its q/k/v stay apart, and so does its attention.
   const bool qkv = GetParam() != "arch=olmoe";
   EXPECT_EQ(steps.find("MoE block + next q/k/v") != std::string::npos, qkv) << steps;
+  EXPECT_EQ(steps.find("attention + out proj + MoE block") != std::string::npos, qkv) << steps;
+  EXPECT_NE(steps.find("\n  out proj + MoE block"), std::string::npos) << "no token past the limit: " << steps;
 }
 // A fused grid larger than the device runs at once (lavapipe: more workgroups
 // than its threads): the waits give up and every decoded token fails with one
@@ -261,13 +269,14 @@ TEST(GpuForwardFusedMoeLong, SplitAttentionCombinedInTheBlock) {
   const bool clocks = devices_have_clocks();
   if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
   setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
+  setenv("VKMOE_FUSED_ATTENTION", "0", 1);  // the attention in its own dispatch
   auto fused = make_engine(*m, o);
   std::mt19937 rng{uint32_t(seed)};
   const std::vector<int32_t> prompt = test::random_tokens(rng, 250, m->config().n_vocab);
   fused->eval(prompt);
   CpuForward ref(*m, o.n_ctx);
   int8_decode_near_cpu(ref, prompt, [&](int32_t t) { return fused->eval({t}); });
-  for (const char* v : {"VKMOE_FUSED_CLOCKS", "VKMOE_MOE_FUSED_GRID"}) unsetenv(v);
+  for (const char* v : {"VKMOE_FUSED_CLOCKS", "VKMOE_MOE_FUSED_GRID", "VKMOE_FUSED_ATTENTION"}) unsetenv(v);
   if (!clocks) {
     std::printf("no device clock: the combining step is not seen\n");
     return;
@@ -293,6 +302,7 @@ TEST(GpuForwardFusedMoeLong, ChainedLayersEqualBarriers) {
   if (!own_grid) setenv("VKMOE_MOE_FUSED_GRID", "1", 1);
   const bool clocks = devices_have_clocks();  // both ways: the same kernels
   if (clocks) setenv("VKMOE_FUSED_CLOCKS", "1", 1);
+  setenv("VKMOE_FUSED_ATTENTION", "0", 1);  // the attention in its own dispatch, as chained layers need
   std::mt19937 rng{uint32_t(seed)};
   const std::vector<int32_t> prompt = test::random_tokens(rng, 250, m->config().n_vocab);
   // Barriers, chained at any depth, the default (where the keys split).
@@ -315,6 +325,7 @@ TEST(GpuForwardFusedMoeLong, ChainedLayersEqualBarriers) {
     report[m_i] = e->stats_report();
   }
   for (const char* v : {"VKMOE_CHAIN_LAYERS", "VKMOE_MOE_FUSED_GRID", "VKMOE_FUSED_CLOCKS"}) unsetenv(v);
+  unsetenv("VKMOE_FUSED_ATTENTION");
   EXPECT_EQ(report[0].find("chained decode layers: "), std::string::npos) << report[0];
   for (int m_i : {1, 2}) {
     SCOPED_TRACE(modes[m_i] ? "chained at any depth" : "chained by default");

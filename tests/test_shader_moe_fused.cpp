@@ -21,6 +21,7 @@
 #include "cpu/ffn_act.h"
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
+#include "cpu/rope.h"
 #include "engine/vulkan/vk_moe_fused.h"
 #include "tests/vk_test_env.h"
 
@@ -130,6 +131,12 @@ struct Extra {
   // (AttentionRecord's layout, pairs from float ml_off) for the kernel to combine.
   std::vector<float> parts;
   uint32_t splits = 1, ml_off = 0, head_dim = 0;
+  // With attention (step A, at position pos): att is the attention of q_in
+  // over the F16 caches (kv_len positions, pos's row written by the kernel),
+  // with the inputs k_in, v_in in the next q/k/v's buffers.
+  std::optional<MoeFusedAttention> attention;  // its buffers set by run_block
+  std::vector<float> q_in, k_in, v_in, q_norm, k_norm;
+  std::vector<uint16_t> k_cache, v_cache;
   Extra(Block& b, GgmlType o_, GgmlType q_, GgmlType k_, GgmlType v_, uint32_t A_, uint32_t Q_, uint32_t KV_)
       : o(o_), q(q_), k(k_), v(v_), A(A_), Q(Q_), KV(KV_) {
     wo = b.make(o, A, b.c.E);
@@ -147,6 +154,7 @@ struct Out {
   uint32_t flag;
   std::vector<uint64_t> stamps;  // with clocks: grid * kFusedClockSlots
   std::vector<float> att;        // with an output projection: att after the dispatch
+  std::vector<uint16_t> k_cache, v_cache;  // with attention: the caches after it
 };
 
 // Chained layers (MoeFusedDecodeArgs::att_done, qkv_ready at counters 1 and
@@ -163,7 +171,8 @@ struct Chain {
 // raised) the finished workgroups. Chained: the attention's preset count at 1
 // and q/k/v ready at 2, raised to qkv_value.
 std::vector<uint32_t> left_counters(uint32_t grid, const Extra* extra, const Chain* chain) {
-  const uint32_t barriers = 2 + (extra ? 2 + (extra->splits > 1 ? 1 : 0) : 0);
+  const bool att = extra && (extra->splits > 1 || (extra->attention && extra->attention->pos1 != 0));
+  const uint32_t barriers = 2 + (extra ? 2 + (att ? 1 : 0) : 0);
   const bool counts_end = chain || !extra;  // run_block always passes next_norm
   return {0, chain ? chain->done : 0, chain ? chain->qkv_value : 0, 0, 0, barriers * grid, counts_end ? grid : 0, 0};
 }
@@ -219,7 +228,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
     a.qkv_value = chain->qkv_value;
     a.poll_loads = chain->poll_loads;
   }
-  Buffer bo, batt, bparts, bwq, bwk, bwv, bq, bk, bv;
+  Buffer bo, batt, bparts, bwq, bwk, bwv, bq, bk, bv, bkc, bvc, bqn, bkn;
   if (extra) {
     bo = e.buf(extra->wo.q);
     const bool split = extra->splits > 1;
@@ -235,10 +244,28 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
     bwq = e.buf(extra->wq.q);
     bwk = e.buf(extra->wk.q);
     bwv = e.buf(extra->wv.q);
-    bq = e.buf(std::vector<float>(extra->Q, kNaN));
-    bk = e.buf(std::vector<float>(extra->KV, kNaN));
-    bv = e.buf(std::vector<float>(extra->KV, kNaN));
+    const bool att_in = extra->attention && extra->attention->pos1 != 0;
+    bq = e.buf(att_in ? extra->q_in : std::vector<float>(extra->Q, kNaN));
+    bk = e.buf(att_in ? extra->k_in : std::vector<float>(extra->KV, kNaN));
+    bv = e.buf(att_in ? extra->v_in : std::vector<float>(extra->KV, kNaN));
     a.next_qkv = MoeFusedNextQkv{extra->q, extra->k, extra->v, bwq, bwk, bwv, bq, bk, bv, extra->Q, extra->KV};
+    if (extra->attention) {
+      MoeFusedAttention at = *extra->attention;
+      bkc = e.buf(extra->k_cache);
+      bvc = e.buf(extra->v_cache);
+      at.q = bq;
+      at.k = bk;
+      at.v = bv;
+      at.k_cache = bkc;
+      at.v_cache = bvc;
+      if (at.norm) {
+        bqn = e.buf(extra->q_norm);
+        bkn = e.buf(extra->k_norm);
+        at.q_norm = bqn;
+        at.k_norm = bkn;
+      }
+      a.attention = at;
+    }
   }
   Buffer bclk;
   if (clocks) {
@@ -260,6 +287,10 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
         left_counters(grid, extra, chain),
         e.read<uint32_t>(bf, 1)[0]};
   if (extra) {
+    if (extra->attention) {
+      o.k_cache = e.read<uint16_t>(bkc, extra->k_cache.size());
+      o.v_cache = e.read<uint16_t>(bvc, extra->v_cache.size());
+    }
     o.att = e.read<float>(batt, extra->A);
     o.q = e.read<float>(bq, extra->Q);
     o.k = e.read<float>(bk, extra->KV);
@@ -526,6 +557,140 @@ TEST(ShaderMoeFused, SplitAttentionCombinedBeforeOutProj) {
         EXPECT_EQ(o.counters, o.left);
         EXPECT_EQ(w.counters, w.left);
         EXPECT_EQ(o.flag, 99u);
+      }
+    }
+}
+
+// Step A, the layer's one-token attention in the block (a q head a
+// workgroup, grouped kv heads; per-head q/k norms and NeoX pairs, or neither
+// with adjacent pairs, a rotated part and YaRN; 1, 8 and 301 positions, more
+// than one pass of keys): the new key and value the kernel stored at pos are
+// the host's (normed, rotated) within f16 rounding and every other cache row
+// is left as it was; att matches the double-precision attention over the
+// caches within 2e-4 of the values' largest magnitude; the rest of the
+// dispatch computes exactly what it does from that att given whole; and with
+// pos1 = 0 the same pipeline leaves the step out.
+TEST(ShaderMoeFused, AttentionInTheBlockMatchesHostReference) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  const Case& c = kCases[0];
+  if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+  Block b(c, e);
+  struct AttCase {
+    uint32_t D, heads, kv_heads;
+    bool norm;
+    RopeParams rope;
+  };
+  RopeParams neox, yarn;
+  neox.n_rot = 128;
+  neox.neox = true;
+  neox.theta = 1e6f;
+  yarn.n_rot = 32;
+  yarn.theta = 1e4f;
+  yarn.freq_scale = 0.25f;
+  yarn.ext_factor = 1.f;
+  yarn.n_ctx_orig = 4096;
+  const AttCase cases[] = {{128, 8, 2, true, neox}, {64, 8, 4, false, yarn}};
+  auto halves = [&](size_t n) {
+    std::vector<uint16_t> h(n);
+    const std::vector<float> f = e.randn(n);
+    for (size_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(f[i]);
+    return h;
+  };
+  for (const AttCase& ac : cases)
+    for (uint32_t pos : {0u, 7u, 300u}) {
+      const uint32_t D = ac.D, H = ac.heads, A = H * D, KV = ac.kv_heads * D, G = H / ac.kv_heads;
+      SCOPED_TRACE("head_dim " + std::to_string(D) + " pos " + std::to_string(pos));
+      if (!moe_fused_takes_attention(e.ctx->info(), c.E, c.F, c.K, A, D, H, ac.kv_heads, ac.rope))
+        GTEST_SKIP() << "the device's workgroups or shared memory";
+      Extra x_(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, A, A, KV);
+      MoeFusedAttention at;
+      at.head_dim = D;
+      at.n_head = H;
+      at.n_head_kv = ac.kv_heads;
+      at.rope = ac.rope;
+      at.norm = ac.norm;
+      at.scale = 1.f / std::sqrt(float(D));
+      at.pos1 = pos + 1;
+      x_.attention = at;
+      x_.q_in = e.randn(A);
+      x_.k_in = e.randn(KV);
+      x_.v_in = e.randn(KV);
+      x_.q_norm = e.randn(D, 0.2f);
+      x_.k_norm = e.randn(D, 0.2f);
+      for (float& v : x_.q_norm) v += 1.f;
+      for (float& v : x_.k_norm) v += 1.f;
+      const uint32_t n_ctx = pos + 3;  // rows past pos stay as given
+      x_.k_cache = halves(size_t(n_ctx) * KV);
+      x_.v_cache = halves(size_t(n_ctx) * KV);
+      // q or k head (normed, rotated) as the host computes it.
+      auto head = [&](const std::vector<float>& in, uint32_t i, const std::vector<float>& w) {
+        std::vector<float> r(in.begin() + size_t(i) * D, in.begin() + size_t(i + 1) * D);
+        if (ac.norm) {
+          double ss = 0;
+          for (float v : r) ss += double(v) * v;
+          const double s = 1 / std::sqrt(ss / D + 1e-6);
+          for (uint32_t d = 0; d < D; ++d) r[d] = float(r[d] * s * w[d]);
+        }
+        rope(r.data(), int(D), int(pos), ac.rope);
+        return r;
+      };
+      for (uint32_t grid : grids(e)) {
+        SCOPED_TRACE("grid " + std::to_string(grid));
+        const std::vector<float> x = e.randn(c.E, 1.5f);
+        const Out o = run_block(e, b, x, grid, 5, 7, &x_);
+        EXPECT_EQ(o.flag, 99u);
+        EXPECT_EQ(o.counters, o.left);
+        for (size_t i = 0; i < x_.k_cache.size(); ++i) {
+          if (i / KV == pos) continue;
+          ASSERT_EQ(o.k_cache[i], x_.k_cache[i]) << "k cache " << i;
+          ASSERT_EQ(o.v_cache[i], x_.v_cache[i]) << "v cache " << i;
+        }
+        for (uint32_t g = 0; g < ac.kv_heads; ++g) {
+          const std::vector<float> k = head(x_.k_in, g, x_.k_norm);
+          for (uint32_t d = 0; d < D; ++d) {
+            const size_t at_i = size_t(pos) * KV + g * D + d;
+            const float v = x_.v_in[g * D + d];
+            ASSERT_NEAR(fp16_to_fp32(o.k_cache[at_i]), k[d], 1e-3 * std::fabs(k[d]) + 1e-5) << "new key " << g << "," << d;
+            ASSERT_NEAR(fp16_to_fp32(o.v_cache[at_i]), v, 1e-3 * std::fabs(v) + 1e-5) << "new value " << g << "," << d;
+          }
+        }
+        for (uint32_t h = 0; h < H; ++h) {
+          const std::vector<float> q = head(x_.q_in, h, x_.q_norm);
+          const uint32_t g = h / G;
+          std::vector<double> sc(pos + 1);
+          double big = -1e300, vmax = 0;
+          for (uint32_t j = 0; j <= pos; ++j) {
+            double s = 0;
+            for (uint32_t d = 0; d < D; ++d) s += double(q[d]) * fp16_to_fp32(o.k_cache[size_t(j) * KV + g * D + d]);
+            sc[j] = s * at.scale;
+            big = std::max(big, sc[j]);
+          }
+          double sum = 0;
+          for (double& s : sc) sum += (s = std::exp(s - big));
+          for (uint32_t d = 0; d < D; ++d) {
+            double want = 0;
+            for (uint32_t j = 0; j <= pos; ++j) {
+              const double v = fp16_to_fp32(o.v_cache[size_t(j) * KV + g * D + d]);
+              want += sc[j] * v;
+              vmax = std::max(vmax, std::fabs(v));
+            }
+            ASSERT_NEAR(o.att[h * D + d], want / sum, 2e-4 * vmax) << "att head " << h << " dim " << d;
+          }
+        }
+        Extra whole = x_;
+        whole.attention.reset();
+        whole.att = o.att;
+        const Out w = run_block(e, b, x, grid, 5, 7, &whole);
+        expect_same_products(o, w);
+        EXPECT_EQ(o.ids, w.ids);
+        Extra off = whole;
+        off.attention = at;
+        off.attention->pos1 = 0;
+        const Out f = run_block(e, b, x, grid, 5, 7, &off);
+        expect_same_products(f, w);
+        EXPECT_EQ(f.k_cache, x_.k_cache) << "pos1 0: no step A";
+        EXPECT_EQ(f.counters, f.left);
       }
     }
 }

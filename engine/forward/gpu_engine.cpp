@@ -341,8 +341,9 @@ LayerProgram::Keep GpuEngine::keep_rows(int il, bool logits) const {
 void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, bool submit_early, bool logits) {
   record_embed(*r, n);
   // A decoded token's layers may chain (LayerProgram::FusedDecode), not while
-  // profiling. Its chain counters and fused blocks' counters start at zero.
-  const bool chain = n == 1 && !profiling_;
+  // profiling nor where the fused blocks take the attention. Its chain
+  // counters and fused blocks' counters start at zero.
+  const bool chain = n == 1 && !profiling_ && !LayerProgram::token_folds_attention(pos0);
   if (n == 1)
     r->fill(act_->counters, Activations::kChainReady * 4,
             (Activations::moe_fused_counters_end(c_.n_layer) - Activations::kChainReady) * 4, 0);
@@ -361,7 +362,8 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
     bool ffn_normed = false;
     const bool moe = m_.layers()[il].spec.moe;
     // A decoded token's MoE block in one dispatch, with what else it takes.
-    LayerProgram::FusedDecode fused = n == 1 && moe ? prog_->fused_decode(il, chain) : LayerProgram::FusedDecode{};
+    LayerProgram::FusedDecode fused =
+        n == 1 && moe ? prog_->fused_decode(il, chain, pos0, in == AttnIn::Qkv) : LayerProgram::FusedDecode{};
     fused.qkv_chained = qkv_chained;
     fused.att_wgs = chained_wgs;
     n = prog_->attention(*r, il, pos0, n, in, keep_rows(il, logits), moe && fold_ffn_norm ? &ffn_normed : nullptr,

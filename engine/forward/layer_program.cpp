@@ -110,6 +110,12 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
     project_mla(r, il, n);
   else if (in != AttnIn::Qkv)
     kv_sums = project_gqa(r, il, n, f16_rows, rope_sums_kv);
+  // One token whose fused block takes the attention itself (step A).
+  if (fused && fused->att_pos1 != 0) {
+    if (in != AttnIn::Qkv || n != 1) throw Error("internal error: the fused block's attention without its q/k/v");
+    fused->att_splits = 1;
+    return n;
+  }
   const bool per_head = spec.qk_norm == QkNorm::PerHead;
   const vk::Buffer& v_cache = spec.mla ? g.k_cache : g.v_cache;
   vk::RopeStoreArgs rs;
@@ -378,7 +384,14 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   return false;
 }
 
-LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
+bool LayerProgram::token_folds_attention(uint32_t pos) {
+  // Read per token (tests compare both ways in one process).
+  if (vk::env_off("VKMOE_FUSED_ATTENTION")) return false;
+  const char* most = std::getenv("VKMOE_FUSED_ATTENTION_MAX");
+  return uint64_t(pos) + 1 <= (most ? uint64_t(std::max(0, std::atoi(most))) : 512u);
+}
+
+LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain, uint32_t pos, bool qkv_in) const {
   static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
   // Read per token, as the grid is (tests compare both ways in one process).
   const char* chain_env = std::getenv("VKMOE_CHAIN_LAYERS");
@@ -408,6 +421,11 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain) const {
     f.next_qkv = !next.mla && !next.qkv_bias && next.qk_norm != QkNorm::Whole &&
                  vk::moe_fused_takes_qkv(ng.wq.type, ng.wk.type, ng.wv.type, E, c_.q_dim(), c_.kv_dim());
   }
+  f.attention = f.out_proj && !spec.mla && !spec.sinks && spec.window == 0 && !spec.qkv_bias &&
+                spec.qk_norm != QkNorm::Whole && kv_ == vk::KvType::F16 &&
+                vk::moe_fused_takes_attention(dev, E, F, K, uint32_t(c_.attn_out_dim()), uint32_t(c_.head_dim),
+                                              uint32_t(c_.n_head), uint32_t(c_.n_head_kv), c_.rope());
+  f.att_pos1 = f.attention && qkv_in && token_folds_attention(pos) ? pos + 1 : 0;
   f.chain_qkv = chain_mode != "0" && chain_mode != "att";
   f.chain_att = chain_mode != "0" && chain_mode != "qkv";
   f.chain_split = chain_mode == "split";
@@ -459,6 +477,27 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   if (f.out_proj)
     a.out_proj = vk::MoeFusedOutProj{g.wo.type,     g.wo.buf,     a_.att,    uint32_t(c_.attn_out_dim()),
                                      a_.attn_scratch, f.att_splits, f.att_ml_off, uint32_t(c_.head_dim)};
+  if (f.attention) {
+    const bool per_head = lw.spec.qk_norm == QkNorm::PerHead;
+    vk::MoeFusedAttention at;
+    at.q = a_.q;
+    at.k = a_.k;
+    at.v = a_.v;
+    at.k_cache = g.k_cache;
+    at.v_cache = g.v_cache;
+    if (per_head) {
+      at.q_norm = g.q_norm.buf;
+      at.k_norm = g.k_norm.buf;
+    }
+    at.head_dim = uint32_t(c_.head_dim);
+    at.n_head = uint32_t(c_.n_head);
+    at.n_head_kv = uint32_t(c_.n_head_kv);
+    at.rope = c_.rope();
+    at.norm = per_head;
+    at.scale = c_.attn_scale();
+    at.pos1 = f.att_pos1;
+    a.attention = at;
+  }
   if (f.next_qkv) {
     if (!next_norm) throw Error("internal error: the fused block's q/k/v need the next layer's norm");
     const GpuLayer& ng = g_.layers[il + 1];
@@ -476,10 +515,15 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   }
   vk::record_moe_fused_decode(r, a);
   if (!f.chain_out) r.barrier();
-  mark_(r, f.next_qkv   ? (f.out_proj ? "out proj + MoE block + next q/k/v (fused)" : "MoE block + next q/k/v (fused)")
-           : f.out_proj ? (next_norm ? "out proj + MoE block + next norm (fused)" : "out proj + MoE block (fused)")
-           : next_norm  ? "MoE block (fused) + next norm"
-                        : "MoE block (fused)");
+  if (f.att_pos1 != 0)
+    mark_(r, f.next_qkv ? "attention + out proj + MoE block + next q/k/v (fused)"
+             : next_norm ? "attention + out proj + MoE block + next norm (fused)"
+                         : "attention + out proj + MoE block (fused)");
+  else
+    mark_(r, f.next_qkv   ? (f.out_proj ? "out proj + MoE block + next q/k/v (fused)" : "MoE block + next q/k/v (fused)")
+             : f.out_proj ? (next_norm ? "out proj + MoE block + next norm (fused)" : "out proj + MoE block (fused)")
+             : next_norm  ? "MoE block (fused) + next norm"
+                          : "MoE block (fused)");
 }
 
 void LayerProgram::combine_decode(vk::Recorder& r, const vk::Buffer& wts) const {

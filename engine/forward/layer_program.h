@@ -104,13 +104,24 @@ class LayerProgram {
     bool chain_qkv = false, chain_att = false, chain_split = true, poll_loads = true;
     bool chain_out = false, qkv_chained = false, qkv_waited = false, att_chained = false;
     uint32_t att_wgs = 0;
+    // attention: the block's pipeline can take the layer's one-token
+    // attention (vk::MoeFusedAttention); att_pos1 != 0: it does for this
+    // token (at position att_pos1 - 1), and attention() records none.
+    bool attention = false;
+    uint32_t att_pos1 = 0;
   };
   // chain: dispatches may be chained (not while profiling: its timestamps
   // need the barriers), where the attention's keys split. VKMOE_CHAIN_LAYERS=0:
   // never; =1: at any depth; =qkv, =att: at any depth, only the attention's
   // wait for the q/k/v, only the block's for the attention;
   // VKMOE_CHAIN_POLL=atomics: the waits poll by atomics.
-  FusedDecode fused_decode(int il, bool chain = false) const;
+  // pos: the decoded token's position; qkv_in: the layer's q/k/v come from
+  // the block before (AttnIn::Qkv), as the block's attention needs.
+  FusedDecode fused_decode(int il, bool chain = false, uint32_t pos = 0, bool qkv_in = false) const;
+  // Whether a token at pos may have its attention in the fused blocks
+  // (VKMOE_FUSED_ATTENTION=0: never; VKMOE_FUSED_ATTENTION_MAX: the most
+  // positions it reads, default 512); its layers are then not chained.
+  static bool token_folds_attention(uint32_t pos);
   // Where set, the fused block's dispatches of clocks->grid() workgroups
   // (vk::MoeFusedDecodeArgs::clocks) and the one-token attention
   // (vk::AttentionArgs::clocks) stamp their steps' edges there.

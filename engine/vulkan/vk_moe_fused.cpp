@@ -29,11 +29,12 @@ struct FusedPush {
   uint32_t att_splits, att_ml_off, head_dim;
   uint32_t clock_base;
   uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads;
+  uint32_t att_pos1;
 };
 static_assert(sizeof(FusedPush) <= 128, "push constants past the guaranteed 128 bytes");
 
 constexpr const char* kKernel = "moe_decode_fused";
-constexpr uint32_t kBindings = 23;  // the clock variant: one more
+constexpr uint32_t kBindings = 27;  // the clock variant: one more
 constexpr uint32_t kMaxWorkgroup = 512, kMaxExperts = 1024, kMaxTopk = 64, kTopkShared = 512;
 // Polls of a grid barrier before it gives up (seconds on any device, far more
 // than a token's whole block takes).
@@ -102,6 +103,29 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
   return topk + 4ull * n_embd + 5ull * words + 4 * 7 * 16 + 4ull * wg + 2 * 4 * 64 + 8 * 64 + 8;
 }
 
+// Step A's shared memory (moe_fused_attention.glsl): q, k, the new key and
+// value, two inverse RMS (its partial outputs go to x's).
+uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 3 * head_dim + 8; }
+
+// Step A's specialization constants 14..26 (0s: no step A).
+std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
+  const RopeConsts rc = rope_consts(at.rope);
+  const float scale_log2 = at.scale * 1.4426950408889634f;
+  return {at.head_dim,
+          at.n_head,
+          at.n_head / at.n_head_kv,
+          uint32_t(at.rope.n_rot),
+          at.rope.neox ? 1u : 0u,
+          at.norm ? 1u : 0u,
+          std::bit_cast<uint32_t>(scale_log2),
+          std::bit_cast<uint32_t>(rc.theta_scale),
+          std::bit_cast<uint32_t>(at.rope.freq_scale),
+          std::bit_cast<uint32_t>(at.rope.ext_factor),
+          std::bit_cast<uint32_t>(rc.mscale),
+          std::bit_cast<uint32_t>(rc.corr0),
+          std::bit_cast<uint32_t>(rc.corr1)};
+}
+
 }  // namespace
 
 const char* fused_clock_name(FusedClock c) {
@@ -156,6 +180,17 @@ bool moe_fused_combines_att(const DeviceInfo& d, uint32_t att_dim, uint32_t head
          head_dim % chunk == 0 && att_dim % head_dim == 0;
 }
 
+bool moe_fused_takes_attention(const DeviceInfo& d, uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim,
+                               uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, const RopeParams& rope) {
+  const uint32_t wg = workgroup_for(d);
+  return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 128 && head_dim <= n_embd && wg >= 2 * head_dim &&
+         n_head_kv > 0 &&
+         n_head % n_head_kv == 0 && att_dim == n_head * head_dim && rope.n_rot >= 0 && rope.n_rot % 2 == 0 &&
+         uint32_t(rope.n_rot) <= head_dim &&
+         shared_bytes(wg, n_embd, xq_words(n_embd, n_ff, k, att_dim)) + attention_shared_bytes(head_dim) <=
+             d.max_shared_memory_bytes;
+}
+
 bool moe_fused_takes_qkv(GgmlType q, GgmlType k, GgmlType v, uint32_t n_embd, uint32_t q_dim, uint32_t kv_dim) {
   return q_dim > 0 && kv_dim > 0 && takes_matrix(q, q_dim, n_embd) && takes_matrix(k, kv_dim, n_embd) &&
          takes_matrix(v, kv_dim, n_embd);
@@ -207,6 +242,23 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       check_binding(kKernel, "attention partials", o.parts, (uint64_t(o.ml_off) + 2 * rows) * 4);
     }
   }
+  const MoeFusedAttention at = a.attention.value_or(MoeFusedAttention{});
+  if (a.attention) {
+    if (!a.out_proj || !moe_fused_takes_attention(d, a.n_embd, a.n_ff, a.k, o.att_dim, at.head_dim, at.n_head,
+                                                  at.n_head_kv, at.rope))
+      throw Error("internal error: moe_decode_fused does not take this attention");
+    if (at.pos1 != 0 && o.splits > 1) throw Error("internal error: moe_decode_fused attention and its splits");
+    const uint64_t kv_dim = uint64_t(at.n_head_kv) * at.head_dim;
+    check_binding(kKernel, "attention q", at.q, uint64_t(o.att_dim) * 4);
+    check_binding(kKernel, "attention k", at.k, kv_dim * 4);
+    check_binding(kKernel, "attention v", at.v, kv_dim * 4);
+    check_binding(kKernel, "k cache", at.k_cache, uint64_t(at.pos1) * kv_dim * 2);
+    check_binding(kKernel, "v cache", at.v_cache, uint64_t(at.pos1) * kv_dim * 2);
+    if (at.norm) {
+      check_binding(kKernel, "q norm", at.q_norm, uint64_t(at.head_dim) * 4);
+      check_binding(kKernel, "k norm", at.k_norm, uint64_t(at.head_dim) * 4);
+    }
+  }
   const MoeFusedNextQkv n = a.next_qkv.value_or(MoeFusedNextQkv{});
   if (a.next_qkv) {
     if (!next_norm || !moe_fused_takes_qkv(n.q_type, n.k_type, n.v_type, a.n_embd, n.q_dim, n.kv_dim))
@@ -217,6 +269,10 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
     check_binding(kKernel, "q", n.q, uint64_t(n.q_dim) * 4);
     check_binding(kKernel, "k", n.k, uint64_t(n.kv_dim) * 4);
     check_binding(kKernel, "v", n.v, uint64_t(n.kv_dim) * 4);
+    // Step A reads this layer's q, k and v where step 4 writes the next's.
+    auto same = [](const BufferRange& x, const BufferRange& y) { return x.buffer == y.buffer && x.offset == y.offset; };
+    if (a.attention && !(same(at.q, n.q) && same(at.k, n.k) && same(at.v, n.v)))
+      throw Error("internal error: moe_decode_fused attention inputs apart from the next q/k/v");
   }
   const bool clocks = a.clocks.buffer != VK_NULL_HANDLE;
   if (clocks) {
@@ -260,20 +316,36 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        a.att_wgs,
                        a.next_qkv ? a.qkv_ready : 0u,
                        a.qkv_value,
-                       a.poll_loads ? 1u : 0u};
-  const Pipeline& p = ctx.pipeline(
-      clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0), sizeof(FusedPush),
-      {wg, xq_words(a.n_embd, a.n_ff, a.k, o.att_dim), a.n_embd / 4, type_code(a.gate_up_type),
-       type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u, a.next_qkv ? type_code(n.q_type) : 0u,
-       a.next_qkv ? type_code(n.k_type) : 0u, a.next_qkv ? type_code(n.v_type) : 0u, lanes[0], lanes[1], lanes[2],
-       lanes[3], xq_swizzle_for(a.xq_swizzle)});
+                       a.poll_loads ? 1u : 0u,
+                       a.attention ? at.pos1 : 0u};
+  std::vector<uint32_t> spec = {wg,
+                                xq_words(a.n_embd, a.n_ff, a.k, o.att_dim),
+                                a.n_embd / 4,
+                                type_code(a.gate_up_type),
+                                type_code(a.down_type),
+                                a.out_proj ? type_code(o.type) : 0u,
+                                a.next_qkv ? type_code(n.q_type) : 0u,
+                                a.next_qkv ? type_code(n.k_type) : 0u,
+                                a.next_qkv ? type_code(n.v_type) : 0u,
+                                lanes[0],
+                                lanes[1],
+                                lanes[2],
+                                lanes[3],
+                                xq_swizzle_for(a.xq_swizzle)};
+  if (a.attention) {
+    const std::vector<uint32_t> as = attention_spec(at);
+    spec.insert(spec.end(), as.begin(), as.end());
+  }
+  const Pipeline& p = ctx.pipeline(clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0),
+                                   sizeof(FusedPush), spec);
   // Bindings a step does not use hold x in their place.
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
   std::vector<BufferRange> bind = {
       a.x,         a.ffn_norm, a.router_w, a.gate,     a.up,       a.down,     a.logits,  a.h,
       a.ids,       a.weights,  a.counters, or_x(a.next_norm), a.next_qkv ? a.x : or_x(a.xn), a.flags,
-      or_x(o.att), or_x(o.w),  or_x(n.wq), or_x(n.wk), or_x(n.wv), or_x(n.q),  or_x(n.k), or_x(n.v),
-      o.splits > 1 ? o.parts : a.x};
+      or_x(o.att), or_x(o.w),  or_x(n.wq), or_x(n.wk), or_x(n.wv),
+      or_x(a.attention ? at.q : n.q), or_x(a.attention ? at.k : n.k), or_x(a.attention ? at.v : n.v),
+      o.splits > 1 ? o.parts : a.x, or_x(at.k_cache), or_x(at.v_cache), or_x(at.q_norm), or_x(at.k_norm)};
   if (clocks) bind.push_back(a.clocks);
   rec.dispatch(p, bind, &push, sizeof push, grid);
 }

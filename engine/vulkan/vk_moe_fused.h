@@ -14,6 +14,7 @@
 
 #include "cpu/moe_route.h"
 #include "cpu/quant.h"
+#include "cpu/rope.h"
 #include "engine/vulkan/vk_runtime.h"
 
 namespace vkmoe::vk {
@@ -37,6 +38,24 @@ struct MoeFusedNextQkv {
   BufferRange wq, wk, wv;  // [q_dim][n_embd], [kv_dim][n_embd] twice
   BufferRange q, k, v;     // q_dim, kv_dim, kv_dim floats
   uint32_t q_dim = 0, kv_dim = 0;
+};
+
+// Step A, before the output projection (which it needs): the layer's
+// one-token attention, from the q, k and v the dispatch before left (with
+// next_qkv: in its buffers); it norms (norm: per head) and rotates q and the
+// new key, stores the key and value at position pos1 - 1 of the F16 caches
+// and writes the output projection's att. The pipeline holds the constants:
+// pos1 = 0 leaves the step out with the same pipeline (a token whose
+// attention runs in its own dispatch). See moe_fused_takes_attention.
+struct MoeFusedAttention {
+  BufferRange q, k, v;           // n_head and n_head_kv heads (k, v) of head_dim floats
+  BufferRange k_cache, v_cache;  // n_head_kv * head_dim halves a position
+  BufferRange q_norm, k_norm;    // head_dim floats each (norm)
+  uint32_t head_dim = 0, n_head = 0, n_head_kv = 0;
+  RopeParams rope;
+  bool norm = false;
+  float scale = 1.f;  // of the scores q . k
+  uint32_t pos1 = 0;
 };
 
 struct MoeFusedDecodeArgs {
@@ -66,6 +85,7 @@ struct MoeFusedDecodeArgs {
   // unless VKMOE_FUSED_XQ_SWIZZLE=0.
   std::optional<bool> xq_swizzle;
   std::optional<MoeFusedOutProj> out_proj;
+  std::optional<MoeFusedAttention> attention;  // with out_proj
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
   // Where set (a device clock): every workgroup's FusedClock stamps (uint64)
   // at clocks[clock_base + workgroup * kFusedClockSlots + slot].
@@ -115,6 +135,11 @@ bool moe_fused_takes_out_proj(const DeviceInfo& d, GgmlType type, uint32_t n_emb
 // partials of heads of head_dim (workgroups of at least 64, subgroups of at
 // most 64, chunks of head_dim; at most 64 splits).
 bool moe_fused_combines_att(const DeviceInfo& d, uint32_t att_dim, uint32_t head_dim, uint32_t splits);
+// Whether it also takes step A for these heads: head_dim a multiple of 32 up
+// to 128, workgroups of at least 2 * head_dim, att_dim = n_head * head_dim,
+// and the shared memory for it.
+bool moe_fused_takes_attention(const DeviceInfo& d, uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim,
+                               uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, const RopeParams& rope);
 bool moe_fused_takes_qkv(GgmlType q, GgmlType k, GgmlType v, uint32_t n_embd, uint32_t q_dim, uint32_t kv_dim);
 void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a);
 

@@ -1,0 +1,175 @@
+// The one-token attention folded into moe_decode_fused.comp (its step A, with
+// p.att_pos1 = the token's position + 1): a q head a workgroup (heads spread
+// over the grid), F16 caches, grouped-query heads, optionally per-head q/k
+// RMS norms, then rotary embedding (attn_flash.comp's ROPE_IN operations):
+//   1. q of head h and k, v of its kv head g as the q/k/v products left them;
+//      the first workgroup of each kv head stores the new key and value;
+//   2. keys 0..pos in passes of WG / 4: four lanes a key (a quarter of its
+//      dims each), its score, and with an online softmax (base 2: q is
+//      pre-scaled by scale * log2(e)) each key slot's weighted values;
+//   3. the slots combined: att[h] = sum_j p_j v_j / sum_j p_j.
+// The new position's key and value come from shared memory, not the cache.
+// The includer declares the spec constants ATT_* (ATT_D: head_dim, a multiple
+// of 32, <= 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches
+// (kc_u / vc_u as uints, kc4 / vc4 as uvec4s), the norm weights qn_w / kn_w,
+// att1, xs (XS4 vec4s), wg_add and sg_max.
+#define ROPE_PARAM(name) ATT_##name
+#include "rope.glsl"
+
+const uint ATT_DS = ATT_D > 0 ? ATT_D : 32;  // array sizes where the kernel folds none
+shared float att_q[ATT_DS], att_k[ATT_DS];  // raw, then normed and rotated (q also scaled)
+shared uint att_kn[ATT_DS / 2], att_vn[ATT_DS / 2];  // the new key and value as the cache holds them
+shared float att_rs[2];  // inverse RMS of q and k
+// The subgroups' partial outputs, up to 16 rows of head_dim at once, in xs
+// (free before step 1; n_embd >= head_dim).
+const uint ATT_RED_ROWS = 4 * XS4 / ATT_DS < 16 ? 4 * XS4 / ATT_DS : 16;
+void set_red(uint i, float v) { xs[i / 4][i % 4] = v; }
+float red_at(uint i) { return xs[i / 4][i % 4]; }
+
+// The maximum over the workgroup, in every invocation (sg_max as scratch).
+float wg_max(float v) {
+  v = subgroupMax(v);
+  if (subgroupElect()) sg_max[gl_SubgroupID] = v;
+  barrier();
+  float m = sg_max[0];
+  for (uint i = 1; i < gl_NumSubgroups; ++i) m = max(m, sg_max[i]);
+  barrier();
+  return m;
+}
+
+// Element e of row r (0: q, 1: k) normed.
+float att_normed(uint r, uint e) {
+  const float x = r == 0 ? att_q[e] : att_k[e];
+  return ATT_NORM != 0 ? x * att_rs[r] * (r == 0 ? qn_w[e] : kn_w[e]) : x;
+}
+
+void fold_attention() {
+  const uint D = ATT_DS, D4 = D / 4, D2 = D / 2, QD = D / 4, QU = D / 32;
+  const uint t = gl_LocalInvocationID.x, tf = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
+  const uint pos = p.att_pos1 - 1, n_kv = p.att_pos1;
+  const uint row_u = (ATT_HEADS / ATT_GROUP) * D2;  // uints a cache position
+  const uint c = tf % 4, slot = tf / 4, SLOTS = WG / 4;
+  for (uint h = gl_WorkGroupID.x; h < ATT_HEADS; h += p.grid) {
+    const uint g = h / ATT_GROUP, new_row = pos * row_u + g * D2;
+    const bool store = h % ATT_GROUP == 0;
+    // 1. The inputs, the new value stored.
+    if (t < D4) {
+      const vec4 v = q_in4[h * D4 + t];
+      for (uint i = 0; i < 4; ++i) att_q[4 * t + i] = v[i];
+    } else if (t < 2 * D4) {
+      const vec4 v = k_in4[g * D4 + t - D4];
+      for (uint i = 0; i < 4; ++i) att_k[4 * (t - D4) + i] = v[i];
+    } else if (t < 2 * D4 + D2) {
+      const uint i = t - 2 * D4, w = packHalf2x16(v_in2[g * D2 + i]);
+      att_vn[i] = w;
+      if (store) vc_u[new_row + i] = w;
+    }
+    barrier();
+    if (ATT_NORM != 0) {
+      for (uint r = gl_SubgroupID; r < 2; r += gl_NumSubgroups) {
+        float ss = 0.0;
+        for (uint e = gl_SubgroupInvocationID; e < D; e += gl_SubgroupSize) {
+          const float x = r == 0 ? att_q[e] : att_k[e];
+          ss += x * x;
+        }
+        ss = subgroupAdd(ss);
+        if (subgroupElect()) att_rs[r] = inversesqrt(ss / float(D) + p.eps);
+      }
+      barrier();
+    }
+    // Rotation unit m of row r: pair (a, b) rotated, or two elements past n_rot normed only.
+    for (uint j = t; j < 2 * D2; j += WG) {
+      const uint r = j / D2, m = j % D2, half_r = ATT_N_ROT / 2;
+      uint a, b;
+      vec2 cs = vec2(1, 0);
+      if (m < half_r) {
+        a = ATT_NEOX != 0 ? m : 2 * m;
+        b = ATT_NEOX != 0 ? m + half_r : 2 * m + 1;
+        cs = cos_sin(angle(float(pos), m)) * ATT_mscale;
+      } else {
+        a = ATT_N_ROT + 2 * (m - half_r);
+        b = a + 1;
+      }
+      const float x0 = att_normed(r, a), x1 = att_normed(r, b);
+      const vec2 y = vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
+      if (r == 0) {
+        att_q[a] = y.x * ATT_scale_log2;
+        att_q[b] = y.y * ATT_scale_log2;
+      } else {
+        att_k[a] = y.x;
+        att_k[b] = y.y;
+      }
+    }
+    barrier();
+    for (uint i = t; i < D2; i += WG) {
+      const uint w = packHalf2x16(vec2(att_k[2 * i], att_k[2 * i + 1]));
+      att_kn[i] = w;
+      if (store) kc_u[new_row + i] = w;
+    }
+    barrier();
+
+    // 2. Scores and the slots' weighted values.
+    float m = -1e30, l = 0.0, acc[QD];
+    for (uint i = 0; i < QD; ++i) acc[i] = 0.0;
+    for (uint j0 = 0; j0 < n_kv; j0 += SLOTS) {
+      const uint j = j0 + slot;
+      const bool ok = j < n_kv;
+      uvec4 kw[QU], vw[QU];
+      for (uint u = 0; u < QU; ++u) {
+        const uint w0 = c * (QD / 2) + 4 * u;  // this lane's uints of the row
+        if (j == pos) {
+          kw[u] = uvec4(att_kn[w0], att_kn[w0 + 1], att_kn[w0 + 2], att_kn[w0 + 3]);
+          vw[u] = uvec4(att_vn[w0], att_vn[w0 + 1], att_vn[w0 + 2], att_vn[w0 + 3]);
+        } else if (ok) {
+          const uint at = (j * row_u + g * D2 + w0) / 4;
+          kw[u] = kc4[at];
+          vw[u] = vc4[at];
+        } else {
+          kw[u] = uvec4(0);
+          vw[u] = uvec4(0);
+        }
+      }
+      float s = 0.0;
+      for (uint u = 0; u < QU; ++u)
+        for (uint e = 0; e < 4; ++e) {
+          const vec2 kk = unpackHalf2x16(kw[u][e]);
+          const uint d = c * QD + 8 * u + 2 * e;
+          s += att_q[d] * kk.x + att_q[d + 1] * kk.y;
+        }
+      s += subgroupShuffleXor(s, 1);
+      s += subgroupShuffleXor(s, 2);
+      if (ok) {
+        const float mn = max(m, s), a = exp2(m - mn), pj = exp2(s - mn);
+        l = l * a + pj;
+        for (uint u = 0; u < QU; ++u)
+          for (uint e = 0; e < 4; ++e) {
+            const vec2 vv = unpackHalf2x16(vw[u][e]);
+            const uint i = 8 * u + 2 * e;
+            acc[i] = acc[i] * a + pj * vv.x;
+            acc[i + 1] = acc[i + 1] * a + pj * vv.y;
+          }
+        m = mn;
+      }
+    }
+
+    // 3. The slots combined: each weighted by exp2(m - max), summed within
+    // subgroups (lanes of one quarter) and then over them.
+    const float big = wg_max(m), w = exp2(m - big);
+    const float sum = wg_add(c == 0 ? l * w : 0.0);
+    for (uint i = 0; i < QD; ++i) {
+      float v = acc[i] * w;
+      for (uint o = 4; o < gl_SubgroupSize; o <<= 1) v += subgroupShuffleXor(v, o);
+      acc[i] = v;
+    }
+    float total = 0.0;
+    for (uint s0 = 0; s0 < gl_NumSubgroups; s0 += ATT_RED_ROWS) {
+      if (gl_SubgroupID >= s0 && gl_SubgroupID < s0 + ATT_RED_ROWS && gl_SubgroupInvocationID < 4)
+        for (uint i = 0; i < QD; ++i) set_red((gl_SubgroupID - s0) * D + c * QD + i, acc[i]);
+      barrier();
+      if (t < D)
+        for (uint r = 0; r < min(ATT_RED_ROWS, gl_NumSubgroups - s0); ++r) total += red_at(r * D + t);
+      barrier();
+    }
+    if (t < D) att1[h * D + t] = total / sum;
+  }
+}
