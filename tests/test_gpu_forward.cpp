@@ -282,7 +282,7 @@ TEST(GpuForwardFusedMoeLong, SplitAttentionCombinedInTheBlock) {
     return;
   }
   const std::string steps = fused->stats_report();
-  EXPECT_NE(steps.find("att combined: released"), std::string::npos) << steps;
+  EXPECT_NE(steps.find("att ready: released"), std::string::npos) << steps;
   EXPECT_EQ(steps.find("split counted"), std::string::npos) << "the attention's split tail ran: " << steps;
 }
 

@@ -561,6 +561,39 @@ TEST(ShaderMoeFused, SplitAttentionCombinedBeforeOutProj) {
     }
 }
 
+// An output projection and next q/k/v with step A at position pos: heads of
+// D, random q/k/v inputs, norm weights and F16 caches of pos + 3 positions.
+Extra attention_extra(test::VkEnv& e, Block& b, uint32_t D, uint32_t heads, uint32_t kv_heads, bool norm,
+                      const RopeParams& rope, uint32_t pos) {
+  const uint32_t A = heads * D, KV = kv_heads * D;
+  Extra x(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, A, A, KV);
+  MoeFusedAttention at;
+  at.head_dim = D;
+  at.n_head = heads;
+  at.n_head_kv = kv_heads;
+  at.rope = rope;
+  at.norm = norm;
+  at.scale = 1.f / std::sqrt(float(D));
+  at.pos1 = pos + 1;
+  x.attention = at;
+  x.q_in = e.randn(A);
+  x.k_in = e.randn(KV);
+  x.v_in = e.randn(KV);
+  x.q_norm = e.randn(D, 0.2f);
+  x.k_norm = e.randn(D, 0.2f);
+  for (float& v : x.q_norm) v += 1.f;
+  for (float& v : x.k_norm) v += 1.f;
+  auto halves = [&](size_t n) {
+    std::vector<uint16_t> h(n);
+    const std::vector<float> f = e.randn(n);
+    for (size_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(f[i]);
+    return h;
+  };
+  x.k_cache = halves(size_t(pos + 3) * KV);  // rows past pos stay as given
+  x.v_cache = halves(size_t(pos + 3) * KV);
+  return x;
+}
+
 // Step A, the layer's one-token attention in the block (a q head a
 // workgroup, grouped kv heads; per-head q/k norms and NeoX pairs, or neither
 // with adjacent pairs, a rotated part and YaRN; 1, 8 and 301 positions, more
@@ -591,38 +624,14 @@ TEST(ShaderMoeFused, AttentionInTheBlockMatchesHostReference) {
   yarn.ext_factor = 1.f;
   yarn.n_ctx_orig = 4096;
   const AttCase cases[] = {{128, 8, 2, true, neox}, {64, 8, 4, false, yarn}};
-  auto halves = [&](size_t n) {
-    std::vector<uint16_t> h(n);
-    const std::vector<float> f = e.randn(n);
-    for (size_t i = 0; i < n; ++i) h[i] = fp32_to_fp16(f[i]);
-    return h;
-  };
   for (const AttCase& ac : cases)
     for (uint32_t pos : {0u, 7u, 300u}) {
       const uint32_t D = ac.D, H = ac.heads, A = H * D, KV = ac.kv_heads * D, G = H / ac.kv_heads;
       SCOPED_TRACE("head_dim " + std::to_string(D) + " pos " + std::to_string(pos));
       if (!moe_fused_takes_attention(e.ctx->info(), c.E, c.F, c.K, A, D, H, ac.kv_heads, ac.rope))
         GTEST_SKIP() << "the device's workgroups or shared memory";
-      Extra x_(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, A, A, KV);
-      MoeFusedAttention at;
-      at.head_dim = D;
-      at.n_head = H;
-      at.n_head_kv = ac.kv_heads;
-      at.rope = ac.rope;
-      at.norm = ac.norm;
-      at.scale = 1.f / std::sqrt(float(D));
-      at.pos1 = pos + 1;
-      x_.attention = at;
-      x_.q_in = e.randn(A);
-      x_.k_in = e.randn(KV);
-      x_.v_in = e.randn(KV);
-      x_.q_norm = e.randn(D, 0.2f);
-      x_.k_norm = e.randn(D, 0.2f);
-      for (float& v : x_.q_norm) v += 1.f;
-      for (float& v : x_.k_norm) v += 1.f;
-      const uint32_t n_ctx = pos + 3;  // rows past pos stay as given
-      x_.k_cache = halves(size_t(n_ctx) * KV);
-      x_.v_cache = halves(size_t(n_ctx) * KV);
+      const Extra x_ = attention_extra(e, b, D, H, ac.kv_heads, ac.norm, ac.rope, pos);
+      const MoeFusedAttention& at = *x_.attention;
       // q or k head (normed, rotated) as the host computes it.
       auto head = [&](const std::vector<float>& in, uint32_t i, const std::vector<float>& w) {
         std::vector<float> r(in.begin() + size_t(i) * D, in.begin() + size_t(i + 1) * D);
@@ -713,7 +722,7 @@ TEST(ShaderMoeFused, NonFiniteInputLowersTheFlag) {
 }
 
 // The clock variant: each workgroup stamps the edges of the steps it passes,
-// in their order, and computes what the plain kernel does.
+// in their order, and computes what the plain kernel does; with step A too.
 TEST(ShaderMoeFused, ClockStampsFollowTheSteps) {
   test::VkEnv e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -721,35 +730,43 @@ TEST(ShaderMoeFused, ClockStampsFollowTheSteps) {
   const Case& c = kCases[0];
   if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
   Block b(c, e);
-  const Extra x_(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 1024, 1024, 256);
+  RopeParams rope;
+  rope.n_rot = 128;
+  rope.neox = true;
+  const Extra plain_x(b, GgmlType::Q4_K, GgmlType::Q4_K, GgmlType::Q8_0, GgmlType::Q6_K, 1024, 1024, 256),
+      att_x = attention_extra(e, b, 128, 8, 2, true, rope, 7);
   using C = FusedClock;
-  for (uint32_t grid : grids(e)) {
-    SCOPED_TRACE("grid " + std::to_string(grid));
-    const std::vector<float> x = e.randn(c.E, 1.5f);
-    const Out plain = run_block(e, b, x, grid, 5, 7, &x_);
-    const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, true);
-    ASSERT_EQ(o.ids, plain.ids);
-    for (uint32_t i = 0; i < c.E; ++i) ASSERT_NEAR(o.x[i], plain.x[i], 1e-5 * std::fabs(plain.x[i]) + 1e-6) << i;
-    for (uint32_t i = 0; i < x_.Q; ++i) ASSERT_NEAR(o.q[i], plain.q[i], 1e-5 * std::fabs(plain.q[i]) + 1e-6) << i;
-    // Without attention splits to combine, no att edges; not chained, no wait.
-    const C order[] = {C::Start,      C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
-                       C::TopK,       C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
-                       C::DownLeave,  C::NextNorm,      C::End};
-    static_assert(sizeof order / sizeof *order + 3 == size_t(C::Count));
-    for (uint32_t w = 0; w < grid; ++w) {
-      const uint64_t* st = &o.stamps[size_t(w) * kFusedClockSlots];
-      uint32_t stamped = 0;
-      for (size_t i = 0; i < std::size(order); ++i) {
-        ASSERT_NE(st[uint32_t(order[i])], 0u) << "workgroup " << w << " " << fused_clock_name(order[i]);
-        if (i > 0) {
-          ASSERT_TRUE(test::clock_not_before(st[uint32_t(order[i])], st[uint32_t(order[i - 1])]))
-              << fused_clock_name(order[i]);
+  for (uint32_t grid : grids(e))
+    for (const Extra* xp : {&plain_x, &att_x}) {
+      const Extra& x_ = *xp;
+      const bool att = x_.attention.has_value();
+      SCOPED_TRACE("grid " + std::to_string(grid) + (att ? " with step A" : ""));
+      if (att && !moe_fused_takes_attention(e.ctx->info(), c.E, c.F, c.K, 1024, 128, 8, 2, rope)) continue;
+      const std::vector<float> x = e.randn(c.E, 1.5f);
+      const Out plain = run_block(e, b, x, grid, 5, 7, &x_);
+      const Out o = run_block(e, b, x, grid, 5, 7, &x_, {}, true);
+      ASSERT_EQ(o.ids, plain.ids);
+      for (uint32_t i = 0; i < c.E; ++i) ASSERT_NEAR(o.x[i], plain.x[i], 1e-5 * std::fabs(plain.x[i]) + 1e-6) << i;
+      for (uint32_t i = 0; i < x_.Q; ++i) ASSERT_NEAR(o.q[i], plain.q[i], 1e-5 * std::fabs(plain.q[i]) + 1e-6) << i;
+      // Without step A or attention splits to combine, no att edges; not chained, no wait.
+      std::vector<C> order = {C::Start,      C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
+                              C::TopK,       C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
+                              C::DownLeave,  C::NextNorm,      C::End};
+      if (att) order.insert(order.begin() + 1, {C::AttArrive, C::AttLeave});
+      for (uint32_t w = 0; w < grid; ++w) {
+        const uint64_t* st = &o.stamps[size_t(w) * kFusedClockSlots];
+        uint32_t stamped = 0;
+        for (size_t i = 0; i < std::size(order); ++i) {
+          ASSERT_NE(st[uint32_t(order[i])], 0u) << "workgroup " << w << " " << fused_clock_name(order[i]);
+          if (i > 0) {
+            ASSERT_TRUE(test::clock_not_before(st[uint32_t(order[i])], st[uint32_t(order[i - 1])]))
+                << fused_clock_name(order[i]);
+          }
         }
+        for (uint32_t k = 0; k < kFusedClockSlots; ++k) stamped += st[k] != 0;
+        EXPECT_EQ(stamped, std::size(order)) << "workgroup " << w << ": slots stamped";
       }
-      for (uint32_t k = 0; k < kFusedClockSlots; ++k) stamped += st[k] != 0;
-      EXPECT_EQ(stamped, std::size(order)) << "workgroup " << w << ": slots stamped";
     }
-  }
 }
 
 // Chained layers: the block first waits until the attention's count reaches

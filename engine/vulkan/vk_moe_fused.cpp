@@ -129,8 +129,8 @@ std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
 }  // namespace
 
 const char* fused_clock_name(FusedClock c) {
-  static const char* const names[] = {"start",             "attention waited",   "att combined: arrived",
-                                      "att combined: released", "out proj: arrived",  "out proj: released",
+  static const char* const names[] = {"start",             "attention waited",   "att ready: arrived",
+                                      "att ready: released", "out proj: arrived",  "out proj: released",
                                       "router: arrived", "router: released",   "top-k done",
                                       "gate/up: arrived", "gate/up: released", "h quantized",
                                       "down: arrived",   "down: released",     "next norm done",
