@@ -343,7 +343,7 @@ void GpuEngine::record_resident(vk::Recorder*& r, uint32_t pos0, uint32_t n, boo
   // A decoded token's layers may chain (LayerProgram::FusedDecode), not while
   // profiling nor where the fused blocks take the attention. Its chain
   // counters and fused blocks' counters start at zero.
-  const bool chain = n == 1 && !profiling_ && !LayerProgram::token_folds_attention(pos0);
+  const bool chain = n == 1 && !profiling_ && !prog_->folds_attention(pos0);
   if (n == 1)
     r->fill(act_->counters, Activations::kChainReady * 4,
             (Activations::moe_fused_counters_end(c_.n_layer) - Activations::kChainReady) * 4, 0);

@@ -391,6 +391,13 @@ bool LayerProgram::token_folds_attention(uint32_t pos) {
   return uint64_t(pos) + 1 <= (most ? uint64_t(std::max(0, std::atoi(most))) : 512u);
 }
 
+bool LayerProgram::folds_attention(uint32_t pos) const {
+  if (!token_folds_attention(pos)) return false;
+  for (int il = 1; il < c_.n_layer; ++il)
+    if (fused_decode(il - 1, false, pos).next_qkv && fused_decode(il, false, pos).attention) return true;
+  return false;
+}
+
 LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain, uint32_t pos, bool qkv_in) const {
   static const bool enabled = !vk::env_off("VKMOE_MOE_FUSED");
   // Read per token, as the grid is (tests compare both ways in one process).

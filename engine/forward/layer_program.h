@@ -120,8 +120,10 @@ class LayerProgram {
   FusedDecode fused_decode(int il, bool chain = false, uint32_t pos = 0, bool qkv_in = false) const;
   // Whether a token at pos may have its attention in the fused blocks
   // (VKMOE_FUSED_ATTENTION=0: never; VKMOE_FUSED_ATTENTION_MAX: the most
-  // positions it reads, default 512); its layers are then not chained.
+  // positions it reads, default 512), and whether one of this model's does
+  // (its layers are then not chained).
   static bool token_folds_attention(uint32_t pos);
+  bool folds_attention(uint32_t pos) const;
   // Where set, the fused block's dispatches of clocks->grid() workgroups
   // (vk::MoeFusedDecodeArgs::clocks) and the one-token attention
   // (vk::AttentionArgs::clocks) stamp their steps' edges there.
