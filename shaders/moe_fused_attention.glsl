@@ -9,6 +9,8 @@
 //      pre-scaled by scale * log2(e)) each key slot's weighted values;
 //   3. the slots combined: att[h] = sum_j p_j v_j / sum_j p_j.
 // The new position's key and value come from shared memory, not the cache.
+// The loops over a lane's registers are unrolled (the driver does not
+// unroll by itself, and their arrays would go to local memory).
 // The includer declares the spec constants ATT_* (ATT_D: head_dim, a multiple
 // of 32, <= 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches
 // (kc_u / vc_u as uints, kc4 / vc4 as uvec4s), the norm weights qn_w / kn_w,
@@ -55,10 +57,10 @@ void fold_attention() {
     // 1. The inputs, the new value stored.
     if (t < D4) {
       const vec4 v = q_in4[h * D4 + t];
-      for (uint i = 0; i < 4; ++i) att_q[4 * t + i] = v[i];
+      [[unroll]] for (uint i = 0; i < 4; ++i) att_q[4 * t + i] = v[i];
     } else if (t < 2 * D4) {
       const vec4 v = k_in4[g * D4 + t - D4];
-      for (uint i = 0; i < 4; ++i) att_k[4 * (t - D4) + i] = v[i];
+      [[unroll]] for (uint i = 0; i < 4; ++i) att_k[4 * (t - D4) + i] = v[i];
     } else if (t < 2 * D4 + D2) {
       const uint i = t - 2 * D4, w = packHalf2x16(v_in2[g * D2 + i]);
       att_vn[i] = w;
@@ -110,12 +112,12 @@ void fold_attention() {
 
     // 2. Scores and the slots' weighted values.
     float m = -1e30, l = 0.0, acc[QD];
-    for (uint i = 0; i < QD; ++i) acc[i] = 0.0;
+    [[unroll]] for (uint i = 0; i < QD; ++i) acc[i] = 0.0;
     for (uint j0 = 0; j0 < n_kv; j0 += SLOTS) {
       const uint j = j0 + slot;
       const bool ok = j < n_kv;
       uvec4 kw[QU], vw[QU];
-      for (uint u = 0; u < QU; ++u) {
+      [[unroll]] for (uint u = 0; u < QU; ++u) {
         const uint w0 = c * (QD / 2) + 4 * u;  // this lane's uints of the row
         if (j == pos) {
           kw[u] = uvec4(att_kn[w0], att_kn[w0 + 1], att_kn[w0 + 2], att_kn[w0 + 3]);
@@ -130,8 +132,8 @@ void fold_attention() {
         }
       }
       float s = 0.0;
-      for (uint u = 0; u < QU; ++u)
-        for (uint e = 0; e < 4; ++e) {
+      [[unroll]] for (uint u = 0; u < QU; ++u)
+        [[unroll]] for (uint e = 0; e < 4; ++e) {
           const vec2 kk = unpackHalf2x16(kw[u][e]);
           const uint d = c * QD + 8 * u + 2 * e;
           s += att_q[d] * kk.x + att_q[d + 1] * kk.y;
@@ -141,8 +143,8 @@ void fold_attention() {
       if (ok) {
         const float mn = max(m, s), a = exp2(m - mn), pj = exp2(s - mn);
         l = l * a + pj;
-        for (uint u = 0; u < QU; ++u)
-          for (uint e = 0; e < 4; ++e) {
+        [[unroll]] for (uint u = 0; u < QU; ++u)
+          [[unroll]] for (uint e = 0; e < 4; ++e) {
             const vec2 vv = unpackHalf2x16(vw[u][e]);
             const uint i = 8 * u + 2 * e;
             acc[i] = acc[i] * a + pj * vv.x;
@@ -156,7 +158,7 @@ void fold_attention() {
     // subgroups (lanes of one quarter) and then over them.
     const float big = wg_max(m), w = exp2(m - big);
     const float sum = wg_add(c == 0 ? l * w : 0.0);
-    for (uint i = 0; i < QD; ++i) {
+    [[unroll]] for (uint i = 0; i < QD; ++i) {
       float v = acc[i] * w;
       for (uint o = 4; o < gl_SubgroupSize; o <<= 1) v += subgroupShuffleXor(v, o);
       acc[i] = v;
@@ -164,7 +166,7 @@ void fold_attention() {
     float total = 0.0;
     for (uint s0 = 0; s0 < gl_NumSubgroups; s0 += ATT_RED_ROWS) {
       if (gl_SubgroupID >= s0 && gl_SubgroupID < s0 + ATT_RED_ROWS && gl_SubgroupInvocationID < 4)
-        for (uint i = 0; i < QD; ++i) set_red((gl_SubgroupID - s0) * D + c * QD + i, acc[i]);
+        [[unroll]] for (uint i = 0; i < QD; ++i) set_red((gl_SubgroupID - s0) * D + c * QD + i, acc[i]);
       barrier();
       if (t < D)
         for (uint r = 0; r < min(ATT_RED_ROWS, gl_NumSubgroups - s0); ++r) total += red_at(r * D + t);
