@@ -19,9 +19,11 @@
 #include "rope.glsl"
 
 const uint ATT_DS = ATT_D > 0 ? ATT_D : 32;  // array sizes where the kernel folds none
+const uint ATT_QU = ATT_DS / 32;              // uvec4s of a key (or value) quarter
 shared float att_q[ATT_DS], att_k[ATT_DS];  // raw, then normed and rotated (q also scaled)
 shared uint att_kn[ATT_DS / 2], att_vn[ATT_DS / 2];  // the new key and value as the cache holds them
 shared float att_rs[2];  // inverse RMS of q and k
+shared float att_w[2 * ATT_DS];  // the q and k norm weights (ATT_NORM)
 // The subgroups' partial outputs, up to 16 rows of head_dim at once, in xs
 // (free before step 1; n_embd >= head_dim).
 const uint ATT_RED_ROWS = 4 * XS4 / ATT_DS < 16 ? 4 * XS4 / ATT_DS : 16;
@@ -42,7 +44,19 @@ float wg_max(float v) {
 // Element e of row r (0: q, 1: k) normed.
 float att_normed(uint r, uint e) {
   const float x = r == 0 ? att_q[e] : att_k[e];
-  return ATT_NORM != 0 ? x * att_rs[r] * (r == 0 ? qn_w[e] : kn_w[e]) : x;
+  return ATT_NORM != 0 ? x * att_rs[r] * att_w[r * ATT_DS + e] : x;
+}
+
+// This lane's quarter c of the cached key and value of position j (zeros
+// past n_kv and at the new position pos, which comes from shared memory).
+void load_kv(uint j, uint n_kv, uint pos, uint base, uint c, out uvec4 kw[ATT_QU], out uvec4 vw[ATT_QU]) {
+  const uint row_u = (ATT_HEADS / ATT_GROUP) * (ATT_DS / 2);
+  const bool ok = j < n_kv && j != pos;
+  [[unroll]] for (uint u = 0; u < ATT_QU; ++u) {
+    const uint at = (j * row_u + base + c * (ATT_DS / 8) + 4 * u) / 4;
+    kw[u] = ok ? kc4[at] : uvec4(0);
+    vw[u] = ok ? vc4[at] : uvec4(0);
+  }
 }
 
 void fold_attention() {
@@ -54,7 +68,11 @@ void fold_attention() {
   for (uint h = gl_WorkGroupID.x; h < ATT_HEADS; h += p.grid) {
     const uint g = h / ATT_GROUP, new_row = pos * row_u + g * D2;
     const bool store = h % ATT_GROUP == 0;
-    // 1. The inputs, the new value stored.
+    // 1. The inputs, the new value stored; the first keys' loads go out with them.
+    uvec4 kw[ATT_QU], vw[ATT_QU];
+    load_kv(slot, n_kv, pos, g * D2, c, kw, vw);
+    if (ATT_NORM != 0)
+      for (uint i = t; i < 2 * D; i += WG) att_w[i] = i < D ? qn_w[i] : kn_w[i - D];
     if (t < D4) {
       const vec4 v = q_in4[h * D4 + t];
       [[unroll]] for (uint i = 0; i < 4; ++i) att_q[4 * t + i] = v[i];
@@ -116,21 +134,13 @@ void fold_attention() {
     for (uint j0 = 0; j0 < n_kv; j0 += SLOTS) {
       const uint j = j0 + slot;
       const bool ok = j < n_kv;
-      uvec4 kw[QU], vw[QU];
-      [[unroll]] for (uint u = 0; u < QU; ++u) {
-        const uint w0 = c * (QD / 2) + 4 * u;  // this lane's uints of the row
-        if (j == pos) {
+      if (j0 > 0) load_kv(j, n_kv, pos, g * D2, c, kw, vw);
+      if (j == pos)
+        [[unroll]] for (uint u = 0; u < QU; ++u) {
+          const uint w0 = c * (QD / 2) + 4 * u;  // this lane's uints of the row
           kw[u] = uvec4(att_kn[w0], att_kn[w0 + 1], att_kn[w0 + 2], att_kn[w0 + 3]);
           vw[u] = uvec4(att_vn[w0], att_vn[w0 + 1], att_vn[w0 + 2], att_vn[w0 + 3]);
-        } else if (ok) {
-          const uint at = (j * row_u + g * D2 + w0) / 4;
-          kw[u] = kc4[at];
-          vw[u] = vc4[at];
-        } else {
-          kw[u] = uvec4(0);
-          vw[u] = uvec4(0);
         }
-      }
       float s = 0.0;
       [[unroll]] for (uint u = 0; u < QU; ++u)
         [[unroll]] for (uint e = 0; e < 4; ++e) {
@@ -158,11 +168,9 @@ void fold_attention() {
     // subgroups (lanes of one quarter) and then over them.
     const float big = wg_max(m), w = exp2(m - big);
     const float sum = wg_add(c == 0 ? l * w : 0.0);
-    [[unroll]] for (uint i = 0; i < QD; ++i) {
-      float v = acc[i] * w;
-      for (uint o = 4; o < gl_SubgroupSize; o <<= 1) v += subgroupShuffleXor(v, o);
-      acc[i] = v;
-    }
+    [[unroll]] for (uint i = 0; i < QD; ++i) acc[i] *= w;
+    for (uint o = 4; o < gl_SubgroupSize; o <<= 1)  // a round's shuffles independent of each other
+      [[unroll]] for (uint i = 0; i < QD; ++i) acc[i] += subgroupShuffleXor(acc[i], o);
     float total = 0.0;
     for (uint s0 = 0; s0 < gl_NumSubgroups; s0 += ATT_RED_ROWS) {
       if (gl_SubgroupID >= s0 && gl_SubgroupID < s0 + ATT_RED_ROWS && gl_SubgroupInvocationID < 4)

@@ -104,8 +104,8 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 }
 
 // Step A's shared memory (moe_fused_attention.glsl): q, k, the new key and
-// value, two inverse RMS (its partial outputs go to x's).
-uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 3 * head_dim + 8; }
+// value, the norm weights, two inverse RMS (its partial outputs go to x's).
+uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 5 * head_dim + 8; }
 
 // Step A's specialization constants 14..26 (0s: no step A).
 std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
