@@ -4,23 +4,27 @@
 // RMS norms, then rotary embedding (attn_flash.comp's ROPE_IN operations):
 //   1. q of head h and k, v of its kv head g as the q/k/v products left them;
 //      the first workgroup of each kv head stores the new key and value;
-//   2. keys 0..pos in passes of WG / 4: four lanes a key (a quarter of its
+//   2. keys 0..pos in passes of WG / 8: eight lanes a key (an eighth of its
 //      dims each), its score, and with an online softmax (base 2: q is
-//      pre-scaled by scale * log2(e)) each key slot's weighted values;
+//      pre-scaled by scale * log2(e)) each key slot's weighted values; the
+//      next pass's cache loads go out before a pass's arithmetic;
 //   3. the slots combined: att[h] = sum_j p_j v_j / sum_j p_j.
 // The new position's key and value come from shared memory, not the cache.
 // The loops over a lane's registers are unrolled (the driver does not
 // unroll by itself, and their arrays would go to local memory).
-// The includer declares the spec constants ATT_* (ATT_D: head_dim, a multiple
-// of 32, <= 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches
+// The includer declares the spec constants ATT_* (ATT_D: head_dim, 64 or 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches
 // (kc_u / vc_u as uints, kc4 / vc4 as uvec4s), the norm weights qn_w / kn_w,
 // att1, xs (XS4 vec4s), wg_add and sg_max.
 #define ROPE_PARAM(name) ATT_##name
 #include "rope.glsl"
 
-const uint ATT_DS = ATT_D > 0 ? ATT_D : 32;  // array sizes where the kernel folds none
-const uint ATT_QU = ATT_DS / 32;              // uvec4s of a key (or value) quarter
-shared float att_q[ATT_DS], att_k[ATT_DS];  // raw, then normed and rotated (q also scaled)
+const uint ATT_DS = ATT_D > 0 ? ATT_D : 64;  // array sizes where the kernel folds none
+const uint ATT_DL = ATT_DS / 8;               // a lane's dims of a key (8 lanes a key)
+const uint ATT_LU = ATT_DL / 8;               // its uvec4s (8 halves each)
+// q's element d, one float of padding after each lane's dims (no bank
+// conflicts where a key's eight lanes read their parts).
+uint qa(uint d) { return d + d / ATT_DL; }
+shared float att_q[ATT_DS + 8], att_k[ATT_DS];  // raw, then normed and rotated (q also scaled)
 shared uint att_kn[ATT_DS / 2], att_vn[ATT_DS / 2];  // the new key and value as the cache holds them
 shared float att_rs[2];  // inverse RMS of q and k
 shared float att_w[2 * ATT_DS];  // the q and k norm weights (ATT_NORM)
@@ -43,39 +47,39 @@ float wg_max(float v) {
 
 // Element e of row r (0: q, 1: k) normed.
 float att_normed(uint r, uint e) {
-  const float x = r == 0 ? att_q[e] : att_k[e];
+  const float x = r == 0 ? att_q[qa(e)] : att_k[e];
   return ATT_NORM != 0 ? x * att_rs[r] * att_w[r * ATT_DS + e] : x;
 }
 
-// This lane's quarter c of the cached key and value of position j (zeros
-// past n_kv and at the new position pos, which comes from shared memory).
-void load_kv(uint j, uint n_kv, uint pos, uint base, uint c, out uvec4 kw[ATT_QU], out uvec4 vw[ATT_QU]) {
+// This lane's part c of the cached key and value of position j (zeros past
+// n_kv and at the new position pos, which comes from shared memory).
+void load_kv(uint j, uint n_kv, uint pos, uint base, uint c, out uvec4 kw[ATT_LU], out uvec4 vw[ATT_LU]) {
   const uint row_u = (ATT_HEADS / ATT_GROUP) * (ATT_DS / 2);
   const bool ok = j < n_kv && j != pos;
-  [[unroll]] for (uint u = 0; u < ATT_QU; ++u) {
-    const uint at = (j * row_u + base + c * (ATT_DS / 8) + 4 * u) / 4;
+  [[unroll]] for (uint u = 0; u < ATT_LU; ++u) {
+    const uint at = (j * row_u + base + c * (ATT_DL / 2) + 4 * u) / 4;
     kw[u] = ok ? kc4[at] : uvec4(0);
     vw[u] = ok ? vc4[at] : uvec4(0);
   }
 }
 
 void fold_attention() {
-  const uint D = ATT_DS, D4 = D / 4, D2 = D / 2, QD = D / 4, QU = D / 32;
+  const uint D = ATT_DS, D4 = D / 4, D2 = D / 2, DL = ATT_DL, LU = ATT_LU;
   const uint t = gl_LocalInvocationID.x, tf = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   const uint pos = p.att_pos1 - 1, n_kv = p.att_pos1;
   const uint row_u = (ATT_HEADS / ATT_GROUP) * D2;  // uints a cache position
-  const uint c = tf % 4, slot = tf / 4, SLOTS = WG / 4;
+  const uint c = tf % 8, slot = tf / 8, SLOTS = WG / 8;
   for (uint h = gl_WorkGroupID.x; h < ATT_HEADS; h += p.grid) {
     const uint g = h / ATT_GROUP, new_row = pos * row_u + g * D2;
     const bool store = h % ATT_GROUP == 0;
     // 1. The inputs, the new value stored; the first keys' loads go out with them.
-    uvec4 kw[ATT_QU], vw[ATT_QU];
+    uvec4 kw[ATT_LU], vw[ATT_LU];
     load_kv(slot, n_kv, pos, g * D2, c, kw, vw);
     if (ATT_NORM != 0)
       for (uint i = t; i < 2 * D; i += WG) att_w[i] = i < D ? qn_w[i] : kn_w[i - D];
     if (t < D4) {
       const vec4 v = q_in4[h * D4 + t];
-      [[unroll]] for (uint i = 0; i < 4; ++i) att_q[4 * t + i] = v[i];
+      [[unroll]] for (uint i = 0; i < 4; ++i) att_q[qa(4 * t + i)] = v[i];
     } else if (t < 2 * D4) {
       const vec4 v = k_in4[g * D4 + t - D4];
       [[unroll]] for (uint i = 0; i < 4; ++i) att_k[4 * (t - D4) + i] = v[i];
@@ -89,7 +93,7 @@ void fold_attention() {
       for (uint r = gl_SubgroupID; r < 2; r += gl_NumSubgroups) {
         float ss = 0.0;
         for (uint e = gl_SubgroupInvocationID; e < D; e += gl_SubgroupSize) {
-          const float x = r == 0 ? att_q[e] : att_k[e];
+          const float x = r == 0 ? att_q[qa(e)] : att_k[e];
           ss += x * x;
         }
         ss = subgroupAdd(ss);
@@ -113,8 +117,8 @@ void fold_attention() {
       const float x0 = att_normed(r, a), x1 = att_normed(r, b);
       const vec2 y = vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
       if (r == 0) {
-        att_q[a] = y.x * ATT_scale_log2;
-        att_q[b] = y.y * ATT_scale_log2;
+        att_q[qa(a)] = y.x * ATT_scale_log2;
+        att_q[qa(b)] = y.y * ATT_scale_log2;
       } else {
         att_k[a] = y.x;
         att_k[b] = y.y;
@@ -129,31 +133,33 @@ void fold_attention() {
     barrier();
 
     // 2. Scores and the slots' weighted values.
-    float m = -1e30, l = 0.0, acc[QD];
-    [[unroll]] for (uint i = 0; i < QD; ++i) acc[i] = 0.0;
+    float m = -1e30, l = 0.0, acc[DL];
+    [[unroll]] for (uint i = 0; i < DL; ++i) acc[i] = 0.0;
     for (uint j0 = 0; j0 < n_kv; j0 += SLOTS) {
       const uint j = j0 + slot;
       const bool ok = j < n_kv;
-      if (j0 > 0) load_kv(j, n_kv, pos, g * D2, c, kw, vw);
       if (j == pos)
-        [[unroll]] for (uint u = 0; u < QU; ++u) {
-          const uint w0 = c * (QD / 2) + 4 * u;  // this lane's uints of the row
+        [[unroll]] for (uint u = 0; u < LU; ++u) {
+          const uint w0 = c * (DL / 2) + 4 * u;  // this lane's uints of the row
           kw[u] = uvec4(att_kn[w0], att_kn[w0 + 1], att_kn[w0 + 2], att_kn[w0 + 3]);
           vw[u] = uvec4(att_vn[w0], att_vn[w0 + 1], att_vn[w0 + 2], att_vn[w0 + 3]);
         }
+      uvec4 kn[ATT_LU], vn[ATT_LU];
+      load_kv(j + SLOTS, n_kv, pos, g * D2, c, kn, vn);
       float s = 0.0;
-      [[unroll]] for (uint u = 0; u < QU; ++u)
+      [[unroll]] for (uint u = 0; u < LU; ++u)
         [[unroll]] for (uint e = 0; e < 4; ++e) {
           const vec2 kk = unpackHalf2x16(kw[u][e]);
-          const uint d = c * QD + 8 * u + 2 * e;
-          s += att_q[d] * kk.x + att_q[d + 1] * kk.y;
+          const uint d = c * DL + 8 * u + 2 * e;
+          s += att_q[qa(d)] * kk.x + att_q[qa(d + 1)] * kk.y;
         }
       s += subgroupShuffleXor(s, 1);
       s += subgroupShuffleXor(s, 2);
+      s += subgroupShuffleXor(s, 4);
       if (ok) {
         const float mn = max(m, s), a = exp2(m - mn), pj = exp2(s - mn);
         l = l * a + pj;
-        [[unroll]] for (uint u = 0; u < QU; ++u)
+        [[unroll]] for (uint u = 0; u < LU; ++u)
           [[unroll]] for (uint e = 0; e < 4; ++e) {
             const vec2 vv = unpackHalf2x16(vw[u][e]);
             const uint i = 8 * u + 2 * e;
@@ -162,19 +168,23 @@ void fold_attention() {
           }
         m = mn;
       }
+      [[unroll]] for (uint u = 0; u < LU; ++u) {
+        kw[u] = kn[u];
+        vw[u] = vn[u];
+      }
     }
 
     // 3. The slots combined: each weighted by exp2(m - max), summed within
-    // subgroups (lanes of one quarter) and then over them.
+    // subgroups (lanes of one part) and then over them.
     const float big = wg_max(m), w = exp2(m - big);
     const float sum = wg_add(c == 0 ? l * w : 0.0);
-    [[unroll]] for (uint i = 0; i < QD; ++i) acc[i] *= w;
-    for (uint o = 4; o < gl_SubgroupSize; o <<= 1)  // a round's shuffles independent of each other
-      [[unroll]] for (uint i = 0; i < QD; ++i) acc[i] += subgroupShuffleXor(acc[i], o);
+    [[unroll]] for (uint i = 0; i < DL; ++i) acc[i] *= w;
+    for (uint o = 8; o < gl_SubgroupSize; o <<= 1)  // a round's shuffles independent of each other
+      [[unroll]] for (uint i = 0; i < DL; ++i) acc[i] += subgroupShuffleXor(acc[i], o);
     float total = 0.0;
     for (uint s0 = 0; s0 < gl_NumSubgroups; s0 += ATT_RED_ROWS) {
-      if (gl_SubgroupID >= s0 && gl_SubgroupID < s0 + ATT_RED_ROWS && gl_SubgroupInvocationID < 4)
-        [[unroll]] for (uint i = 0; i < QD; ++i) set_red((gl_SubgroupID - s0) * D + c * QD + i, acc[i]);
+      if (gl_SubgroupID >= s0 && gl_SubgroupID < s0 + ATT_RED_ROWS && gl_SubgroupInvocationID < 8)
+        [[unroll]] for (uint i = 0; i < DL; ++i) set_red((gl_SubgroupID - s0) * D + c * DL + i, acc[i]);
       barrier();
       if (t < D)
         for (uint r = 0; r < min(ATT_RED_ROWS, gl_NumSubgroups - s0); ++r) total += red_at(r * D + t);

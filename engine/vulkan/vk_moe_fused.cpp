@@ -105,7 +105,7 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 
 // Step A's shared memory (moe_fused_attention.glsl): q, k, the new key and
 // value, the norm weights, two inverse RMS (its partial outputs go to x's).
-uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 5 * head_dim + 8; }
+uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 5 * head_dim + 40; }
 
 // Step A's specialization constants 14..26 (0s: no step A).
 std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
@@ -183,7 +183,7 @@ bool moe_fused_combines_att(const DeviceInfo& d, uint32_t att_dim, uint32_t head
 bool moe_fused_takes_attention(const DeviceInfo& d, uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim,
                                uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, const RopeParams& rope) {
   const uint32_t wg = workgroup_for(d);
-  return head_dim > 0 && head_dim % 32 == 0 && head_dim <= 128 && head_dim <= n_embd && wg >= 2 * head_dim &&
+  return (head_dim == 64 || head_dim == 128) && head_dim <= n_embd && wg >= 2 * head_dim &&
          n_head_kv > 0 &&
          n_head % n_head_kv == 0 && att_dim == n_head * head_dim && rope.n_rot >= 0 && rope.n_rot % 2 == 0 &&
          uint32_t(rope.n_rot) <= head_dim &&

@@ -135,8 +135,7 @@ bool moe_fused_takes_out_proj(const DeviceInfo& d, GgmlType type, uint32_t n_emb
 // partials of heads of head_dim (workgroups of at least 64, subgroups of at
 // most 64, chunks of head_dim; at most 64 splits).
 bool moe_fused_combines_att(const DeviceInfo& d, uint32_t att_dim, uint32_t head_dim, uint32_t splits);
-// Whether it also takes step A for these heads: head_dim a multiple of 32 up
-// to 128, workgroups of at least 2 * head_dim, att_dim = n_head * head_dim,
+// Whether it also takes step A for these heads: head_dim 64 or 128, workgroups of at least 2 * head_dim, att_dim = n_head * head_dim,
 // and the shared memory for it.
 bool moe_fused_takes_attention(const DeviceInfo& d, uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim,
                                uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, const RopeParams& rope);
