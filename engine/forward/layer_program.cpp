@@ -388,7 +388,7 @@ bool LayerProgram::token_folds_attention(uint32_t pos) {
   // Read per token (tests compare both ways in one process).
   if (vk::env_off("VKMOE_FUSED_ATTENTION")) return false;
   const char* most = std::getenv("VKMOE_FUSED_ATTENTION_MAX");
-  return uint64_t(pos) + 1 <= (most ? uint64_t(std::max(0, std::atoi(most))) : 384u);
+  return uint64_t(pos) + 1 <= (most ? uint64_t(std::max(0, std::atoi(most))) : 640u);
 }
 
 bool LayerProgram::folds_attention(uint32_t pos) const {

@@ -120,7 +120,7 @@ class LayerProgram {
   FusedDecode fused_decode(int il, bool chain = false, uint32_t pos = 0, bool qkv_in = false) const;
   // Whether a token at pos may have its attention in the fused blocks
   // (VKMOE_FUSED_ATTENTION=0: never; VKMOE_FUSED_ATTENTION_MAX: the most
-  // positions it reads, default 384), and whether one of this model's does
+  // positions it reads, default 640), and whether one of this model's does
   // (its layers are then not chained).
   static bool token_folds_attention(uint32_t pos);
   bool folds_attention(uint32_t pos) const;
