@@ -107,7 +107,7 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 // value, the norm weights, two inverse RMS (its partial outputs go to x's).
 uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 5 * head_dim + 40; }
 
-// Step A's specialization constants 14..26 (0s: no step A).
+// Step A's specialization constants 14..26 (left at their defaults: no step A).
 std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
   const RopeConsts rc = rope_consts(at.rope);
   const float scale_log2 = at.scale * 1.4426950408889634f;
@@ -183,8 +183,7 @@ bool moe_fused_combines_att(const DeviceInfo& d, uint32_t att_dim, uint32_t head
 bool moe_fused_takes_attention(const DeviceInfo& d, uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim,
                                uint32_t head_dim, uint32_t n_head, uint32_t n_head_kv, const RopeParams& rope) {
   const uint32_t wg = workgroup_for(d);
-  return (head_dim == 64 || head_dim == 128) && head_dim <= n_embd && wg >= 2 * head_dim &&
-         n_head_kv > 0 &&
+  return (head_dim == 64 || head_dim == 128) && head_dim <= n_embd && wg >= 2 * head_dim && n_head_kv > 0 &&
          n_head % n_head_kv == 0 && att_dim == n_head * head_dim && rope.n_rot >= 0 && rope.n_rot % 2 == 0 &&
          uint32_t(rope.n_rot) <= head_dim &&
          shared_bytes(wg, n_embd, xq_words(n_embd, n_ff, k, att_dim)) + attention_shared_bytes(head_dim) <=
