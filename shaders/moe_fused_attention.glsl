@@ -12,9 +12,10 @@
 // The new position's key and value come from shared memory, not the cache.
 // The loops over a lane's registers are unrolled (the driver does not
 // unroll by itself, and their arrays would go to local memory).
-// The includer declares the spec constants ATT_* (ATT_D: head_dim, 64 or 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches
-// (kc_u / vc_u as uints, kc4 / vc4 as uvec4s), the norm weights qn_w / kn_w,
-// att1, xs (XS4 vec4s), wg_add and sg_max.
+// The includer declares the spec constants ATT_* (ATT_D: head_dim, 64 or
+// 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches (kc_u / vc_u as
+// uints, kc4 / vc4 as uvec4s), the norm weights qn_w / kn_w, att1, xs (XS4
+// vec4s), wg_add and sg_max.
 #define ROPE_PARAM(name) ATT_##name
 #include "rope.glsl"
 
@@ -29,7 +30,7 @@ shared uint att_kn[ATT_DS / 2], att_vn[ATT_DS / 2];  // the new key and value as
 shared float att_rs[2];  // inverse RMS of q and k
 shared float att_w[2 * ATT_DS];  // the q and k norm weights (ATT_NORM)
 // The subgroups' partial outputs, up to 16 rows of head_dim at once, in xs
-// (free before step 1; n_embd >= head_dim).
+// (free until step 1 writes it; n_embd >= head_dim).
 const uint ATT_RED_ROWS = 4 * XS4 / ATT_DS < 16 ? 4 * XS4 / ATT_DS : 16;
 void set_red(uint i, float v) { xs[i / 4][i % 4] = v; }
 float red_at(uint i) { return xs[i / 4][i % 4]; }
