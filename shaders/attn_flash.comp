@@ -238,16 +238,7 @@ float normed_at(uint r, uint e) {
 // Rotation unit m < D/2 of a row: the elements (a, b) of rotated pair m, or
 // two elements past n_rot (normed only); cs: mscale * (cos, sin) or (1, 0).
 void rope_unit(uint m, out uint a, out uint b, out vec2 cs) {
-  const uint half_r = p.n_rot / 2;
-  if (m < half_r) {
-    a = p.neox != 0 ? m : 2 * m;
-    b = p.neox != 0 ? m + half_r : 2 * m + 1;
-    cs = cs_sh[m];
-  } else {
-    a = p.n_rot + 2 * (m - half_r);
-    b = a + 1;
-    cs = vec2(1, 0);
-  }
+  cs = rope_unit_pair(m, p.n_rot, p.neox != 0, a, b) ? cs_sh[m] : vec2(1, 0);
 }
 // Unit m of row r normed and rotated (attn_rope_store.comp's operations).
 vec2 rotated_unit(uint r, uint m, out uint a, out uint b) {

@@ -22,6 +22,7 @@
 const uint ATT_DS = ATT_D > 0 ? ATT_D : 64;  // array sizes where the kernel folds none
 const uint ATT_DL = ATT_DS / 8;               // a lane's dims of a key (8 lanes a key)
 const uint ATT_LU = ATT_DL / 8;               // its uvec4s (8 halves each)
+const uint ATT_ROW_U = (ATT_HEADS / ATT_GROUP) * (ATT_DS / 2);  // cache uints a position
 // q's element d, one float of padding after each lane's dims (no bank
 // conflicts where a key's eight lanes read their parts).
 uint qa(uint d) { return d + d / ATT_DL; }
@@ -55,10 +56,9 @@ float att_normed(uint r, uint e) {
 // This lane's part c of the cached key and value of position j (zeros past
 // n_kv and at the new position pos, which comes from shared memory).
 void load_kv(uint j, uint n_kv, uint pos, uint base, uint c, out uvec4 kw[ATT_LU], out uvec4 vw[ATT_LU]) {
-  const uint row_u = (ATT_HEADS / ATT_GROUP) * (ATT_DS / 2);
   const bool ok = j < n_kv && j != pos;
   [[unroll]] for (uint u = 0; u < ATT_LU; ++u) {
-    const uint at = (j * row_u + base + c * (ATT_DL / 2) + 4 * u) / 4;
+    const uint at = (j * ATT_ROW_U + base + c * (ATT_DL / 2) + 4 * u) / 4;
     kw[u] = ok ? kc4[at] : uvec4(0);
     vw[u] = ok ? vc4[at] : uvec4(0);
   }
@@ -68,10 +68,9 @@ void fold_attention() {
   const uint D = ATT_DS, D4 = D / 4, D2 = D / 2, DL = ATT_DL, LU = ATT_LU;
   const uint t = gl_LocalInvocationID.x, tf = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   const uint pos = p.att_pos1 - 1, n_kv = p.att_pos1;
-  const uint row_u = (ATT_HEADS / ATT_GROUP) * D2;  // uints a cache position
   const uint c = tf % 8, slot = tf / 8, SLOTS = WG / 8;
   for (uint h = gl_WorkGroupID.x; h < ATT_HEADS; h += p.grid) {
-    const uint g = h / ATT_GROUP, new_row = pos * row_u + g * D2;
+    const uint g = h / ATT_GROUP, new_row = pos * ATT_ROW_U + g * D2;
     const bool store = h % ATT_GROUP == 0;
     // 1. The inputs, the new value stored; the first keys' loads go out with them.
     uvec4 kw[ATT_LU], vw[ATT_LU];
@@ -104,17 +103,10 @@ void fold_attention() {
     }
     // Rotation unit m of row r: pair (a, b) rotated, or two elements past n_rot normed only.
     for (uint j = t; j < 2 * D2; j += WG) {
-      const uint r = j / D2, m = j % D2, half_r = ATT_N_ROT / 2;
+      const uint r = j / D2, m = j % D2;
       uint a, b;
-      vec2 cs = vec2(1, 0);
-      if (m < half_r) {
-        a = ATT_NEOX != 0 ? m : 2 * m;
-        b = ATT_NEOX != 0 ? m + half_r : 2 * m + 1;
-        cs = cos_sin(angle(float(pos), m)) * ATT_mscale;
-      } else {
-        a = ATT_N_ROT + 2 * (m - half_r);
-        b = a + 1;
-      }
+      const vec2 cs =
+          rope_unit_pair(m, ATT_N_ROT, ATT_NEOX != 0, a, b) ? cos_sin(angle(float(pos), m)) * ATT_mscale : vec2(1, 0);
       const float x0 = att_normed(r, a), x1 = att_normed(r, b);
       const vec2 y = vec2(x0 * cs.x - x1 * cs.y, x0 * cs.y + x1 * cs.x);
       if (r == 0) {

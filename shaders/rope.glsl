@@ -6,6 +6,21 @@
 #define ROPE_PARAM(name) p.name
 #endif
 
+// Rotation unit m (< head_dim / 2) of a head: the elements (a, b) of rotated
+// pair m (NeoX: m and m + n_rot / 2, else 2m and 2m + 1), or past n_rot / 2
+// two adjacent elements past n_rot, not rotated; returns whether it rotates.
+bool rope_unit_pair(uint m, uint n_rot, bool neox, out uint a, out uint b) {
+  const uint half_r = n_rot / 2;
+  if (m < half_r) {
+    a = neox ? m : 2 * m;
+    b = neox ? m + half_r : 2 * m + 1;
+    return true;
+  }
+  a = n_rot + 2 * (m - half_r);
+  b = a + 1;
+  return false;
+}
+
 // ggml's rope_yarn angle of pair i: pos * theta_scale^i as i successive
 // products, then the YaRN mix with the extrapolated angle.
 float angle(float pos, uint i) {
