@@ -393,8 +393,12 @@ bool LayerProgram::token_folds_attention(uint32_t pos) {
 
 bool LayerProgram::folds_attention(uint32_t pos) const {
   if (!token_folds_attention(pos)) return false;
-  for (int il = 1; il < c_.n_layer; ++il)
-    if (fused_decode(il - 1, false, pos).next_qkv && fused_decode(il, false, pos).attention) return true;
+  bool qkv_before = false;  // the block before takes this layer's q/k/v
+  for (int il = 0; il < c_.n_layer; ++il) {
+    const FusedDecode f = fused_decode(il, false, pos);
+    if (qkv_before && f.attention) return true;
+    qkv_before = f.next_qkv;
+  }
   return false;
 }
 
