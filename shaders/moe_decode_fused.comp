@@ -3,7 +3,8 @@
 // workgroups wait for each other at grid barriers (the host launches no more
 // workgroups than the device runs at once; see vk_moe_fused.h):
 //   0. with O_WT: x += wo . att, the attention output projection, rows
-//      spread over the grid.                                        | barrier
+//      spread over the grid (with step A and o_wg0: over the workgroups
+//      without a head, their weights loaded during it).             | barrier
 //   1. xn = rmsnorm(x) * ffn_norm, formed by every workgroup for itself; the
 //      router's logits, rows spread over the grid's workgroups.     | barrier
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids
@@ -174,6 +175,7 @@ layout(push_constant) uniform Push {
   uint att_done, att_wgs, qkv_ready, qkv_value;  // chained: see above; 0: not
   uint poll_loads;  // chained: the attention's count polled by loads (else by atomics)
   uint att_pos1;    // step A: the token's position + 1 (0: no step A)
+  uint o_wg0;       // with step A, > 0: wo's rows over workgroups o_wg0.., loaded during it (see out_proj_ahead)
 } p;
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
@@ -235,10 +237,10 @@ float sum_over_lanes(float v, uint L) {
 #include "moe_topk.glsl"
 
 // Slots of one workgroup's stamps (vk_moe_fused.h's FusedClock).
-const uint CLK_START = 0, CLK_WAITED = 1, CLK_ATT_ARRIVE = 2, CLK_ATT_LEAVE = 3, CLK_OUT_ARRIVE = 4,
-           CLK_OUT_LEAVE = 5, CLK_ROUTER_ARRIVE = 6, CLK_ROUTER_LEAVE = 7, CLK_TOPK = 8, CLK_GU_ARRIVE = 9,
-           CLK_GU_LEAVE = 10, CLK_H_QUANT = 11, CLK_DOWN_ARRIVE = 12, CLK_DOWN_LEAVE = 13, CLK_NEXT_NORM = 14,
-           CLK_END = 15, CLK_SLOTS = 16;
+const uint CLK_START = 0, CLK_WAITED = 1, CLK_ATT_ROTATED = 2, CLK_ATT_KEYS = 3, CLK_ATT_ARRIVE = 4,
+           CLK_ATT_LEAVE = 5, CLK_OUT_ARRIVE = 6, CLK_OUT_LEAVE = 7, CLK_ROUTER_ARRIVE = 8, CLK_ROUTER_LEAVE = 9,
+           CLK_TOPK = 10, CLK_GU_ARRIVE = 11, CLK_GU_LEAVE = 12, CLK_H_QUANT = 13, CLK_DOWN_ARRIVE = 14,
+           CLK_DOWN_LEAVE = 15, CLK_NEXT_NORM = 16, CLK_END = 17, CLK_SLOTS = 18;
 // Invocation 0 stamps the device clock into slot `slot` (CLOCKS only).
 void stamp(uint slot) {
 #if CLOCKS
@@ -383,9 +385,8 @@ void combine_att() {
 // This invocation's lane in its group of L and the group's index in the grid;
 // `groups`: the grid's groups of L.
 uint lane_of(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) % L; }
-uint group_of(uint L) {
-  return gl_WorkGroupID.x * (WG / L) + (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / L;
-}
+uint local_group(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / L; }
+uint group_of(uint L) { return gl_WorkGroupID.x * (WG / L) + local_group(L); }
 uint groups_of(uint L) { return p.grid * (WG / L); }
 
 // rmsnorm scale of the sum of squares ss of x's n_embd values; where report,
@@ -405,6 +406,13 @@ float norm_scale(uint check, bool report, uint stage) {
     if (stage == 2) xs[i] = v * next_norm_w4[i];
   }
   return scale_of(wg_add(ss), check, report);
+}
+
+// xq, xds = int8 blocks of att (att_dim values).
+void quantize_att() {
+#define ATT4(i) att4[i]
+  QUANTIZE_COOP(p.att_dim, ATT4)
+#undef ATT4
 }
 
 // xq, xds = int8 blocks of xs * scale (n_embd values).
@@ -441,6 +449,69 @@ ROW_DOT(o, O_WT, O_LANES)
 ROW_DOT(q, Q_WT, QKV_LANES)
 ROW_DOT(k, K_WT, QKV_LANES)
 ROW_DOT(v, V_WT, QKV_LANES)
+
+// x[row] += wo[row] . att over a group of O_LANES lanes; x's load goes out
+// before the weights' (a warp's loads return in order).
+void out_proj_row(uint row, uint lane) {
+  const float xr = x1[row];
+  const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
+  if (lane == 0) x1[row] = xr + acc;
+}
+
+// Step 0 in a workgroup without a head, where step A leaves some (p.o_wg0 >
+// 0: workgroups o_wg0.. take wo's rows): its lane groups' first O_AHEAD_ROWS
+// rows, O_AHEAD_UNITS units a lane of each, and x at those rows are loaded
+// before it waits at step A's barrier (the n-th), so they arrive while the
+// heads are attended; then att is quantized and the rows finished as
+// out_proj_row would (the same sums in the same order).
+const uint O_AHEAD_ROWS = 2, O_AHEAD_UNITS = 2;
+#define OUT_PROJ_AHEAD_T(T)                                                                              \
+  void out_proj_ahead##T(uint n) {                                                                       \
+    const uint lane = lane_of(O_LANES), per = WG / O_LANES, groups = (p.grid - p.o_wg0) * per;            \
+    const uint g0 = (gl_WorkGroupID.x - p.o_wg0) * per + local_group(O_LANES);                           \
+    const uint nb = p.att_dim / o##T##_QK, units = nb * o##T##_UPB, row_units = nb * o##T##_BLOCK_UNITS; \
+    o##T##_WData w[O_AHEAD_ROWS][O_AHEAD_UNITS];                                                        \
+    float xr[O_AHEAD_ROWS];                                                                              \
+    [[unroll]] for (uint r = 0; r < O_AHEAD_ROWS; ++r) {                                                 \
+      const uint row = g0 + r * groups;                                                                  \
+      xr[r] = row < p.n_embd ? x1[row] : 0.0;                                                            \
+      [[unroll]] for (uint i = 0; i < O_AHEAD_UNITS; ++i) {                                              \
+        const uint u = lane + i * O_LANES;                                                               \
+        if (row < p.n_embd && u < units)                                                                 \
+          w[r][i] = o##T##_load_w(row * row_units + (u / o##T##_UPB) * o##T##_BLOCK_UNITS, u % o##T##_UPB); \
+      }                                                                                                  \
+    }                                                                                                    \
+    grid_barrier(n, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);                                                      \
+    quantize_att();                                                                                      \
+    barrier();                                                                                           \
+    [[unroll]] for (uint r = 0; r < O_AHEAD_ROWS; ++r) {                                                 \
+      const uint row = g0 + r * groups;                                                                  \
+      if (row < p.n_embd) {                                                                              \
+        float acc = 0.0;                                                                                 \
+        [[unroll]] for (uint i = 0; i < O_AHEAD_UNITS; ++i) {                                            \
+          const uint u = lane + i * O_LANES, kk = u % o##T##_UPB;                                        \
+          if (u < units) acc += o##T##_dot_w(w[r][i], kk, o##T##_load_x(u / o##T##_UPB, kk));            \
+        }                                                                                                \
+        for (uint u = lane + O_AHEAD_UNITS * O_LANES; u < units; u += O_LANES) {                         \
+          const uint b = u / o##T##_UPB, kk = u % o##T##_UPB;                                            \
+          acc += o##T##_dot_w(o##T##_load_w(row * row_units + b * o##T##_BLOCK_UNITS, kk), kk, o##T##_load_x(b, kk)); \
+        }                                                                                                \
+        acc = sum_over_lanes(acc, O_LANES);                                                              \
+        if (lane == 0) x1[row] = xr[r] + acc;                                                            \
+      }                                                                                                  \
+    }                                                                                                    \
+    for (uint row = g0 + O_AHEAD_ROWS * groups; row < p.n_embd; row += groups) out_proj_row(row, lane);  \
+  }
+OUT_PROJ_AHEAD_T(4)
+OUT_PROJ_AHEAD_T(5)
+OUT_PROJ_AHEAD_T(6)
+OUT_PROJ_AHEAD_T(7)
+void out_proj_ahead(uint n) {
+  if (O_WT == 4) out_proj_ahead4(n);
+  if (O_WT == 5) out_proj_ahead5(n);
+  if (O_WT == 6) out_proj_ahead6(n);
+  if (O_WT == 7) out_proj_ahead7(n);
+}
 
 // The k experts' gate and up rows (item = j * n_ff + row) with their
 // activation into h, items spread over the grid's groups of GU_LANES.
@@ -479,6 +550,7 @@ GATE_UP_T(7)
     const uint units_e = nb * d##T##_UPB, units = p.k * units_e, row_units = nb * d##T##_BLOCK_UNITS; \
     const uint estride = p.dn_stride / d##T##_UNIT_BYTES;                                       \
     for (uint row = gg; row < p.n_embd; row += groups) {                                        \
+      const float xr = x1[row]; /* before the weights' loads */                                 \
       float acc = 0.0;                                                                          \
       for (uint u = lane; u < units; u += DN_LANES) {                                           \
         const uint j = u / units_e, ue = u % units_e;                                           \
@@ -488,7 +560,7 @@ GATE_UP_T(7)
         acc += sel_w[j] * d##T##_dot_w(wd, kk, d##T##_load_x(j * nb + b, kk));                  \
       }                                                                                         \
       acc = sum_over_lanes(acc, DN_LANES);                                                      \
-      if (lane == 0) x1[row] += acc;                                                            \
+      if (lane == 0) x1[row] = xr + acc;                                                        \
     }                                                                                           \
   }
 DOWN_T(4)
@@ -510,23 +582,26 @@ void main() {
     memoryBarrierBuffer();
   }
 
-  // A, 0. The attention (or its splits combined), the output projection into x.
+  // A, 0. The attention (or its splits combined), the output projection into
+  // x: with o_wg0, by the workgroups without a head (out_proj_ahead).
   if (O_WT != 0) {
+    const bool ahead = ATT_D != 0 && p.att_pos1 != 0 && p.o_wg0 != 0;
     if (ATT_D != 0 && p.att_pos1 != 0) {
-      fold_attention();
-      grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
+      if (ahead && wg >= p.o_wg0) {
+        out_proj_ahead(++barriers);
+      } else {
+        fold_attention();
+        grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
+      }
     } else if (p.att_splits > 1) {
       combine_att();
       grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
     }
-#define ATT4(i) att4[i]
-    QUANTIZE_COOP(p.att_dim, ATT4)
-#undef ATT4
-    barrier();
-    const uint lane = lane_of(O_LANES);
-    for (uint row = group_of(O_LANES); row < E; row += groups_of(O_LANES)) {
-      const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
-      if (lane == 0) x1[row] += acc;
+    if (!ahead) {
+      quantize_att();
+      barrier();
+      const uint lane = lane_of(O_LANES);
+      for (uint row = group_of(O_LANES); row < E; row += groups_of(O_LANES)) out_proj_row(row, lane);
     }
     grid_barrier(++barriers, CLK_OUT_ARRIVE, CLK_OUT_LEAVE);
   }

@@ -15,7 +15,7 @@
 // The includer declares the spec constants ATT_* (ATT_D: head_dim, 64 or
 // 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches (kc_u / vc_u as
 // uints, kc4 / vc4 as uvec4s), the norm weights qn_w / kn_w, att1, xs (XS4
-// vec4s), wg_add and sg_max.
+// vec4s), wg_add, sg_max and stamp (CLK_ATT_ROTATED, CLK_ATT_KEYS).
 #define ROPE_PARAM(name) ATT_##name
 #include "rope.glsl"
 
@@ -124,6 +124,7 @@ void fold_attention() {
       if (store) kc_u[new_row + i] = w;
     }
     barrier();
+    stamp(CLK_ATT_ROTATED);
 
     // 2. Scores and the slots' weighted values.
     float m = -1e30, l = 0.0, acc[DL];
@@ -166,6 +167,8 @@ void fold_attention() {
         vw[u] = vn[u];
       }
     }
+
+    stamp(CLK_ATT_KEYS);
 
     // 3. The slots combined: each weighted by exp2(m - max), summed within
     // subgroups (lanes of one part) and then over them.

@@ -136,6 +136,7 @@ struct Extra {
   // over the F16 caches (kv_len positions, pos's row written by the kernel),
   // with the inputs k_in, v_in in the next q/k/v's buffers.
   std::optional<MoeFusedAttention> attention;  // its buffers set by run_block
+  std::optional<bool> out_proj_ahead;          // MoeFusedDecodeArgs::out_proj_ahead
   std::vector<float> q_in, k_in, v_in, q_norm, k_norm;
   std::vector<uint16_t> k_cache, v_cache;
   Extra(Block& b, GgmlType o_, GgmlType q_, GgmlType k_, GgmlType v_, uint32_t A_, uint32_t Q_, uint32_t KV_)
@@ -235,6 +236,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
     const bool split = extra->splits > 1;
     batt = e.buf(split ? std::vector<float>(extra->A, kNaN) : extra->att);
     a.out_proj = MoeFusedOutProj{extra->o, bo, batt, extra->A};
+    a.out_proj_ahead = extra->out_proj_ahead;
     if (split) {
       bparts = e.buf(extra->parts);
       a.out_proj->parts = bparts;
@@ -702,6 +704,18 @@ TEST(ShaderMoeFused, AttentionInTheBlockMatchesHostReference) {
         expect_same_products(f, w);
         EXPECT_EQ(f.k_cache, x_.k_cache) << "pos1 0: no step A";
         EXPECT_EQ(f.counters, f.left);
+        if (grid > H) {  // the output projection went to the workgroups without a head
+          Extra apart = x_;
+          apart.out_proj_ahead = false;
+          const Out g = run_block(e, b, x, grid, 5, 7, &apart);
+          expect_same_products(g, o);
+          EXPECT_EQ(g.att, o.att);
+          // Three such workgroups, 4 lanes a row: rows past the two loaded
+          // ahead, units past the two a lane loaded ahead.
+          const std::array<uint32_t, 4> four = {0, 0, 4, 0};
+          expect_same_products(run_block(e, b, x, H + 3, 5, 7, &x_, four),
+                               run_block(e, b, x, H + 3, 5, 7, &whole, four));
+        }
       }
     }
 }
@@ -751,11 +765,13 @@ TEST(ShaderMoeFused, ClockStampsFollowTheSteps) {
       for (uint32_t i = 0; i < c.E; ++i) ASSERT_NEAR(o.x[i], plain.x[i], 1e-5 * std::fabs(plain.x[i]) + 1e-6) << i;
       for (uint32_t i = 0; i < x_.Q; ++i) ASSERT_NEAR(o.q[i], plain.q[i], 1e-5 * std::fabs(plain.q[i]) + 1e-6) << i;
       // Without step A or attention splits to combine, no att edges; not chained, no wait.
-      std::vector<C> order = {C::Start,      C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
-                              C::TopK,       C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
-                              C::DownLeave,  C::NextNorm,      C::End};
-      if (att) order.insert(order.begin() + 1, {C::AttArrive, C::AttLeave});
+      const std::vector<C> steps = {C::Start,       C::OutProjArrive, C::OutProjLeave, C::RouterArrive, C::RouterLeave,
+                                    C::TopK,        C::GateUpArrive,  C::GateUpLeave,  C::HQuantized,   C::DownArrive,
+                                    C::DownLeave,   C::NextNorm,      C::End};
       for (uint32_t w = 0; w < grid; ++w) {
+        std::vector<C> order = steps;  // workgroups with a head (8) also stamp inside step A
+        if (att && w < 8) order.insert(order.begin() + 1, {C::AttRotated, C::AttKeys, C::AttArrive, C::AttLeave});
+        if (att && w >= 8) order.insert(order.begin() + 1, {C::AttArrive, C::AttLeave});
         const uint64_t* st = &o.stamps[size_t(w) * kFusedClockSlots];
         uint32_t stamped = 0;
         for (size_t i = 0; i < std::size(order); ++i) {

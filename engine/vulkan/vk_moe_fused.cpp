@@ -29,7 +29,7 @@ struct FusedPush {
   uint32_t att_splits, att_ml_off, head_dim;
   uint32_t clock_base;
   uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads;
-  uint32_t att_pos1;
+  uint32_t att_pos1, o_wg0;
 };
 static_assert(sizeof(FusedPush) <= 128, "push constants past the guaranteed 128 bytes");
 
@@ -67,6 +67,14 @@ std::array<uint32_t, 4> lanes_for(const DeviceInfo& d) {
 uint32_t xq_swizzle_for(std::optional<bool> asked) {
   static const bool on = !env_off("VKMOE_FUSED_XQ_SWIZZLE");
   return asked.value_or(on) ? 1u : 0u;
+}
+
+// With step A and more workgroups than heads, the output projection's first
+// workgroup (o_wg0: the rows go to those without a head, which load theirs
+// during step A) unless a says no or VKMOE_FUSED_OPROJ_AHEAD=0; else 0.
+uint32_t out_proj_ahead_for(std::optional<bool> asked, const MoeFusedAttention* at, uint32_t grid) {
+  static const bool on = !env_off("VKMOE_FUSED_OPROJ_AHEAD");
+  return at && at->pos1 != 0 && grid > at->n_head && asked.value_or(on) ? at->n_head : 0u;
 }
 
 // x as int8 for the largest of the products' inputs, in int32 words.
@@ -129,7 +137,8 @@ std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
 }  // namespace
 
 const char* fused_clock_name(FusedClock c) {
-  static const char* const names[] = {"start",             "attention waited",   "att ready: arrived",
+  static const char* const names[] = {"start",             "attention waited",   "att: q, k rotated",
+                                      "att: keys done",    "att ready: arrived",
                                       "att ready: released", "out proj: arrived",  "out proj: released",
                                       "router: arrived", "router: released",   "top-k done",
                                       "gate/up: arrived", "gate/up: released", "h quantized",
@@ -316,7 +325,8 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        a.next_qkv ? a.qkv_ready : 0u,
                        a.qkv_value,
                        a.poll_loads ? 1u : 0u,
-                       a.attention ? at.pos1 : 0u};
+                       a.attention ? at.pos1 : 0u,
+                       out_proj_ahead_for(a.out_proj_ahead, a.attention ? &at : nullptr, grid)};
   std::vector<uint32_t> spec = {wg,
                                 xq_words(a.n_embd, a.n_ff, a.k, o.att_dim),
                                 a.n_embd / 4,

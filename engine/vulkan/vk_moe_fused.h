@@ -86,6 +86,10 @@ struct MoeFusedDecodeArgs {
   std::optional<bool> xq_swizzle;
   std::optional<MoeFusedOutProj> out_proj;
   std::optional<MoeFusedAttention> attention;  // with out_proj
+  // With step A and more workgroups than heads: the output projection's rows
+  // go to the workgroups without a head, which load their weights while the
+  // heads are attended; unset: yes unless VKMOE_FUSED_OPROJ_AHEAD=0.
+  std::optional<bool> out_proj_ahead;
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
   // Where set (a device clock): every workgroup's FusedClock stamps (uint64)
   // at clocks[clock_base + workgroup * kFusedClockSlots + slot].
@@ -106,10 +110,10 @@ struct MoeFusedDecodeArgs {
 // CLK_*): a grid barrier's arrival and departure, points inside steps, and
 // (chained only) the end of the wait for the attention before.
 enum class FusedClock : uint32_t {
-  Start, Waited, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave, TopK, GateUpArrive,
-  GateUpLeave, HQuantized, DownArrive, DownLeave, NextNorm, End, Count
+  Start, Waited, AttRotated, AttKeys, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave,
+  TopK, GateUpArrive, GateUpLeave, HQuantized, DownArrive, DownLeave, NextNorm, End, Count
 };
-constexpr uint32_t kFusedClockSlots = 16;
+constexpr uint32_t kFusedClockSlots = 18;
 const char* fused_clock_name(FusedClock c);
 
 // Workgroups the fused dispatch uses on this device: VKMOE_MOE_FUSED_GRID when
