@@ -42,7 +42,9 @@ DecodeClocks::DecodeClocks(vk::Context& ctx, uint32_t n_layer, uint32_t grid)
       n_layer_(n_layer),
       grid_(grid),
       fused_host_(fused_.size() / 8),
-      attn_host_(attn_.size() / 8) {}
+      attn_host_(attn_.size() / 8),
+      per_layer_(vk::env_on("VKMOE_FUSED_CLOCKS_LAYERS")),
+      layer_edges_(per_layer_ ? n_layer : 0) {}
 
 void DecodeClocks::collect() {
   ctx_.read_buffer(fused_, 0, fused_host_.data(), fused_.size());
@@ -72,6 +74,7 @@ void DecodeClocks::collect() {
       }
       if (e.n == 0) continue;
       edges_[c].add(e.first, e.sum / double(e.n), e.last);
+      if (per_layer_) layer_edges_[il][c].add(e.first, e.sum / double(e.n), e.last);
       if (vk::FusedClock(c) == vk::FusedClock::Waited) waited = t0[il] + uint64_t(e.last);
     }
     if (il == 0 || !t0[il - 1] || t_end[il - 1] < t0[il - 1]) continue;
@@ -120,6 +123,24 @@ std::string DecodeClocks::report() const {
     std::snprintf(line, sizeof line, "  %-22s %8.2f %8.2f\n", vk::fused_clock_name(vk::FusedClock(c)),
                   e.mean_ns / double(e.n) / 1e3, e.last_ns / double(e.n) / 1e3);
     o += line;
+  }
+  if (per_layer_) {
+    o += "  each layer, the latest workgroup at:";
+    for (uint32_t c = 0; c < uint32_t(vk::FusedClock::Count); ++c)
+      if (edges_[c].n) o += std::string(c ? ", " : " ") + vk::fused_clock_name(vk::FusedClock(c));
+    o += "\n";
+    for (size_t il = 0; il < layer_edges_.size(); ++il) {
+      if (layer_edges_[il][0].n == 0) continue;
+      std::snprintf(line, sizeof line, "  layer %3zu", il);
+      o += line;
+      for (uint32_t c = 0; c < uint32_t(vk::FusedClock::Count); ++c) {
+        const Edge& e = layer_edges_[il][c];
+        if (!edges_[c].n) continue;
+        std::snprintf(line, sizeof line, " %6.2f", e.n ? e.last_ns / double(e.n) / 1e3 : 0.0);
+        o += line;
+      }
+      o += "\n";
+    }
   }
   if (gaps_) {
     std::snprintf(line, sizeof line, "  from a dispatch's last end to the next layer's first start: %.2f us\n",

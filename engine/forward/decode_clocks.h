@@ -50,6 +50,9 @@ class DecodeClocks {
   uint32_t n_layer_, grid_;
   std::vector<uint64_t> fused_host_, attn_host_;
   std::array<Edge, size_t(vk::FusedClock::Count)> edges_{};
+  // VKMOE_FUSED_CLOCKS_LAYERS=1: each layer's latest workgroup per edge too.
+  bool per_layer_ = false;
+  std::vector<std::array<Edge, size_t(vk::FusedClock::Count)>> layer_edges_;
   std::array<Edge, size_t(vk::AttnClock::Count)> attn_edges_{};
   double gap_ns_ = 0;       // a fused dispatch's last end to the next layer's first start (not chained)
   double work_ns_ = 0;      // to the next layer's block at work (chained: its wait for the attention done)
