@@ -2,16 +2,15 @@
 // One decoded token's routed-MoE block in one dispatch whose `grid`
 // workgroups wait for each other at grid barriers (the host launches no more
 // workgroups than the device runs at once; see vk_moe_fused.h):
-//   0. with O_WT: x += wo . att, the attention output projection, rows
-//      spread over the grid (with step A and o_wg0: over the workgroups
-//      without a head, their weights loaded during it).             | barrier
+//   0. with wo: x += wo . att, the attention output projection, rows
+//      spread over the grid.                                        | barrier
 //   1. xn = rmsnorm(x) * ffn_norm, formed by every workgroup for itself; the
 //      router's logits, rows spread over the grid's workgroups.     | barrier
 //   2. the top-k of the logits in every workgroup (workgroup 0 writes ids
 //      and weights); h[j] = act(gate_j . xn, up_j . xn) for the k experts,
 //      rows spread over the grid.                                    | barrier
 //   3. x[r] += sum_j w[j] down_j[r] . h[j], rows spread over the grid.
-//   4. with Q_WT: | barrier | xn = rmsnorm(x) * next_norm in every workgroup,
+//   4. with wq: | barrier | xn = rmsnorm(x) * next_norm in every workgroup,
 //      then the next layer's q = wq . xn, k = wk . xn, v = wv . xn, rows
 //      spread over the grid.
 // Before step 0, with att_splits > 1: att = the one-token attention's split-K
@@ -33,8 +32,10 @@
 // input of each product is quantized per 32-element block in shared memory.
 // Specialization: 0 = workgroup size (a power of 2, <= 512), 1 = XQ_WORDS (>=
 // max(n_embd, k * n_ff, att_dim) / 4), 2 = XS4 (n_embd / 4), 3..8 = the
-// weight types of gate/up, down, wo, wq, wk, wv (4 = Q8_0, 5 = Q4_K, 6 =
-// Q5_K, 7 = Q6_K; O_WT 0: no step 0, Q_WT 0: no step 4), 9..12 = the lanes
+// sets of weight types of gate/up, down, wo, wq, wk, wv (bit c for type code
+// c: 4 = Q8_0, 5 = Q4_K, 6 = Q5_K, 7 = Q6_K; bit 0 for wo, wq: a dispatch
+// without step 0 or step 4; the push constant wtypes names this dispatch's,
+// so that layers of different types share one pipeline), 9..12 = the lanes
 // that share a row in the gate/up, down, wo and q/k/v products (powers of 2,
 // <= subgroup size), 13 = XQ_SWIZZLE (1: xq's four entries of each 64-value
 // group XQ_STRIDE entries apart, so that lanes reading consecutive groups read
@@ -79,12 +80,12 @@ int sdot4(int a, int b, spirv_literal int packed_format);
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint XQ_WORDS = 1536;
 layout(constant_id = 2) const uint XS4 = 512;
-layout(constant_id = 3) const uint GU_WT = 5;
-layout(constant_id = 4) const uint DN_WT = 5;
-layout(constant_id = 5) const uint O_WT = 0;
-layout(constant_id = 6) const uint Q_WT = 0;
-layout(constant_id = 7) const uint K_WT = 0;
-layout(constant_id = 8) const uint V_WT = 0;
+layout(constant_id = 3) const uint GU_TS = 1u << 5;
+layout(constant_id = 4) const uint DN_TS = 1u << 5;
+layout(constant_id = 5) const uint O_TS = 1u;
+layout(constant_id = 6) const uint Q_TS = 1u;
+layout(constant_id = 7) const uint K_TS = 1u;
+layout(constant_id = 8) const uint V_TS = 1u;
 layout(constant_id = 9) const uint GU_LANES = 32;
 layout(constant_id = 10) const uint DN_LANES = 32;
 layout(constant_id = 11) const uint O_LANES = 32;
@@ -175,8 +176,16 @@ layout(push_constant) uniform Push {
   uint att_done, att_wgs, qkv_ready, qkv_value;  // chained: see above; 0: not
   uint poll_loads;  // chained: the attention's count polled by loads (else by atomics)
   uint att_pos1;    // step A: the token's position + 1 (0: no step A)
-  uint o_wg0;       // with step A, > 0: wo's rows over workgroups o_wg0.., loaded during it (see out_proj_ahead)
+  uint wtypes;      // the products' type codes, 4 bits each: gate/up, down, wo, wq, wk, wv (0: no such step)
 } p;
+
+// Whether product `slot`'s weights are of type code t in this dispatch, and
+// whether the product runs: fixed by the pipeline where its set TS holds one
+// code, else read from wtypes.
+uint wtype(uint slot) { return (p.wtypes >> (4 * slot)) & 15u; }
+bool is_type(uint TS, uint slot, uint t) { return (TS & (1u << t)) != 0 && (TS == (1u << t) || wtype(slot) == t); }
+bool present(uint TS, uint slot) { return (TS & ~1u) != 0 && ((TS & 1u) == 0 || wtype(slot) != 0); }
+const uint GU = 0, DN = 1, WO = 2, WQ = 3, WK = 4, WV = 5;  // the slots
 
 shared vec4 xs[XS4];  // x * a norm's weights (the router's input before its scale)
 shared ivec4 xq[4 * XQ_STRIDE];
@@ -385,8 +394,9 @@ void combine_att() {
 // This invocation's lane in its group of L and the group's index in the grid;
 // `groups`: the grid's groups of L.
 uint lane_of(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) % L; }
-uint local_group(uint L) { return (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / L; }
-uint group_of(uint L) { return gl_WorkGroupID.x * (WG / L) + local_group(L); }
+uint group_of(uint L) {
+  return gl_WorkGroupID.x * (WG / L) + (gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID) / L;
+}
 uint groups_of(uint L) { return p.grid * (WG / L); }
 
 // rmsnorm scale of the sum of squares ss of x's n_embd values; where report,
@@ -406,13 +416,6 @@ float norm_scale(uint check, bool report, uint stage) {
     if (stage == 2) xs[i] = v * next_norm_w4[i];
   }
   return scale_of(wg_add(ss), check, report);
-}
-
-// xq, xds = int8 blocks of att (att_dim values).
-void quantize_att() {
-#define ATT4(i) att4[i]
-  QUANTIZE_COOP(p.att_dim, ATT4)
-#undef ATT4
 }
 
 // xq, xds = int8 blocks of xs * scale (n_embd values).
@@ -437,18 +440,19 @@ void quantize_xs(float scale) {
   S##T##_row((row) * ((ncols) / S##T##_QK) * S##T##_BLOCK_UNITS, (ncols) / S##T##_QK, lane, L)
 // S_row(row, ncols, lane): row `row` of slot S's [rows][ncols] matrix of type
 // WT, as above, over groups of L lanes.
-#define ROW_DOT(S, WT, L)                                           \
-  ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7) \
-  float S##_row(uint row, uint ncols, uint lane) {                  \
-    if (WT == 4) return ROW_AT(S, 4, row, ncols, lane, L);          \
-    if (WT == 5) return ROW_AT(S, 5, row, ncols, lane, L);          \
-    if (WT == 6) return ROW_AT(S, 6, row, ncols, lane, L);          \
-    return ROW_AT(S, 7, row, ncols, lane, L);                       \
+#define ROW_DOT(S, TS, SLOT, L)                                             \
+  ROW_DOT_T(S, 4) ROW_DOT_T(S, 5) ROW_DOT_T(S, 6) ROW_DOT_T(S, 7)         \
+  float S##_row(uint row, uint ncols, uint lane) {                          \
+    if (is_type(TS, SLOT, 4)) return ROW_AT(S, 4, row, ncols, lane, L);     \
+    if (is_type(TS, SLOT, 5)) return ROW_AT(S, 5, row, ncols, lane, L);     \
+    if (is_type(TS, SLOT, 6)) return ROW_AT(S, 6, row, ncols, lane, L);     \
+    if (is_type(TS, SLOT, 7)) return ROW_AT(S, 7, row, ncols, lane, L);     \
+    return 0.0;                                                             \
   }
-ROW_DOT(o, O_WT, O_LANES)
-ROW_DOT(q, Q_WT, QKV_LANES)
-ROW_DOT(k, K_WT, QKV_LANES)
-ROW_DOT(v, V_WT, QKV_LANES)
+ROW_DOT(o, O_TS, WO, O_LANES)
+ROW_DOT(q, Q_TS, WQ, QKV_LANES)
+ROW_DOT(k, K_TS, WK, QKV_LANES)
+ROW_DOT(v, V_TS, WV, QKV_LANES)
 
 // x[row] += wo[row] . att over a group of O_LANES lanes; x's load goes out
 // before the weights' (a warp's loads return in order).
@@ -456,61 +460,6 @@ void out_proj_row(uint row, uint lane) {
   const float xr = x1[row];
   const float acc = sum_over_lanes(o_row(row, p.att_dim, lane), O_LANES);
   if (lane == 0) x1[row] = xr + acc;
-}
-
-// Step 0 in a workgroup without a head, where step A leaves some (p.o_wg0 >
-// 0: workgroups o_wg0.. take wo's rows): its lane groups' first O_AHEAD_ROWS
-// rows, O_AHEAD_UNITS units a lane of each, and x at those rows are loaded
-// before it waits at step A's barrier (the n-th), so they arrive while the
-// heads are attended; then att is quantized and the rows finished as
-// out_proj_row would (the same sums in the same order).
-const uint O_AHEAD_ROWS = 2, O_AHEAD_UNITS = 2;
-#define OUT_PROJ_AHEAD_T(T)                                                                              \
-  void out_proj_ahead##T(uint n) {                                                                       \
-    const uint lane = lane_of(O_LANES), per = WG / O_LANES, groups = (p.grid - p.o_wg0) * per;            \
-    const uint g0 = (gl_WorkGroupID.x - p.o_wg0) * per + local_group(O_LANES);                           \
-    const uint nb = p.att_dim / o##T##_QK, units = nb * o##T##_UPB, row_units = nb * o##T##_BLOCK_UNITS; \
-    o##T##_WData w[O_AHEAD_ROWS][O_AHEAD_UNITS];                                                        \
-    float xr[O_AHEAD_ROWS];                                                                              \
-    [[unroll]] for (uint r = 0; r < O_AHEAD_ROWS; ++r) {                                                 \
-      const uint row = g0 + r * groups;                                                                  \
-      xr[r] = row < p.n_embd ? x1[row] : 0.0;                                                            \
-      [[unroll]] for (uint i = 0; i < O_AHEAD_UNITS; ++i) {                                              \
-        const uint u = lane + i * O_LANES;                                                               \
-        if (row < p.n_embd && u < units)                                                                 \
-          w[r][i] = o##T##_load_w(row * row_units + (u / o##T##_UPB) * o##T##_BLOCK_UNITS, u % o##T##_UPB); \
-      }                                                                                                  \
-    }                                                                                                    \
-    grid_barrier(n, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);                                                      \
-    quantize_att();                                                                                      \
-    barrier();                                                                                           \
-    [[unroll]] for (uint r = 0; r < O_AHEAD_ROWS; ++r) {                                                 \
-      const uint row = g0 + r * groups;                                                                  \
-      if (row < p.n_embd) {                                                                              \
-        float acc = 0.0;                                                                                 \
-        [[unroll]] for (uint i = 0; i < O_AHEAD_UNITS; ++i) {                                            \
-          const uint u = lane + i * O_LANES, kk = u % o##T##_UPB;                                        \
-          if (u < units) acc += o##T##_dot_w(w[r][i], kk, o##T##_load_x(u / o##T##_UPB, kk));            \
-        }                                                                                                \
-        for (uint u = lane + O_AHEAD_UNITS * O_LANES; u < units; u += O_LANES) {                         \
-          const uint b = u / o##T##_UPB, kk = u % o##T##_UPB;                                            \
-          acc += o##T##_dot_w(o##T##_load_w(row * row_units + b * o##T##_BLOCK_UNITS, kk), kk, o##T##_load_x(b, kk)); \
-        }                                                                                                \
-        acc = sum_over_lanes(acc, O_LANES);                                                              \
-        if (lane == 0) x1[row] = xr[r] + acc;                                                            \
-      }                                                                                                  \
-    }                                                                                                    \
-    for (uint row = g0 + O_AHEAD_ROWS * groups; row < p.n_embd; row += groups) out_proj_row(row, lane);  \
-  }
-OUT_PROJ_AHEAD_T(4)
-OUT_PROJ_AHEAD_T(5)
-OUT_PROJ_AHEAD_T(6)
-OUT_PROJ_AHEAD_T(7)
-void out_proj_ahead(uint n) {
-  if (O_WT == 4) out_proj_ahead4(n);
-  if (O_WT == 5) out_proj_ahead5(n);
-  if (O_WT == 6) out_proj_ahead6(n);
-  if (O_WT == 7) out_proj_ahead7(n);
 }
 
 // The k experts' gate and up rows (item = j * n_ff + row) with their
@@ -582,27 +531,21 @@ void main() {
     memoryBarrierBuffer();
   }
 
-  // A, 0. The attention (or its splits combined), the output projection into
-  // x: with o_wg0, by the workgroups without a head (out_proj_ahead).
-  if (O_WT != 0) {
-    const bool ahead = ATT_D != 0 && p.att_pos1 != 0 && p.o_wg0 != 0;
+  // A, 0. The attention (or its splits combined), the output projection into x.
+  if (present(O_TS, WO)) {
     if (ATT_D != 0 && p.att_pos1 != 0) {
-      if (ahead && wg >= p.o_wg0) {
-        out_proj_ahead(++barriers);
-      } else {
-        fold_attention();
-        grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
-      }
+      fold_attention();
+      grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
     } else if (p.att_splits > 1) {
       combine_att();
       grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
     }
-    if (!ahead) {
-      quantize_att();
-      barrier();
-      const uint lane = lane_of(O_LANES);
-      for (uint row = group_of(O_LANES); row < E; row += groups_of(O_LANES)) out_proj_row(row, lane);
-    }
+#define ATT4(i) att4[i]
+    QUANTIZE_COOP(p.att_dim, ATT4)
+#undef ATT4
+    barrier();
+    const uint lane = lane_of(O_LANES);
+    for (uint row = group_of(O_LANES); row < E; row += groups_of(O_LANES)) out_proj_row(row, lane);
     grid_barrier(++barriers, CLK_OUT_ARRIVE, CLK_OUT_LEAVE);
   }
 
@@ -634,10 +577,10 @@ void main() {
   route_topk(0);
   barrier();
   stamp(CLK_TOPK);
-  if (GU_WT == 4) gate_up4();
-  if (GU_WT == 5) gate_up5();
-  if (GU_WT == 6) gate_up6();
-  if (GU_WT == 7) gate_up7();
+  if (is_type(GU_TS, GU, 4)) gate_up4();
+  if (is_type(GU_TS, GU, 5)) gate_up5();
+  if (is_type(GU_TS, GU, 6)) gate_up6();
+  if (is_type(GU_TS, GU, 7)) gate_up7();
   grid_barrier(++barriers, CLK_GU_ARRIVE, CLK_GU_LEAVE);
 
   // 3. The down products of the k experts, weighted, added to x.
@@ -646,13 +589,13 @@ void main() {
 #undef H4
   barrier();
   stamp(CLK_H_QUANT);
-  if (DN_WT == 4) down4();
-  if (DN_WT == 5) down5();
-  if (DN_WT == 6) down6();
-  if (DN_WT == 7) down7();
+  if (is_type(DN_TS, DN, 4)) down4();
+  if (is_type(DN_TS, DN, 5)) down5();
+  if (is_type(DN_TS, DN, 6)) down6();
+  if (is_type(DN_TS, DN, 7)) down7();
 
   // 4. The next layer's norm (each workgroup) and its q, k and v.
-  if (Q_WT != 0) {
+  if (present(Q_TS, WQ)) {
     grid_barrier(++barriers, CLK_DOWN_ARRIVE, CLK_DOWN_LEAVE);
     quantize_xs(norm_scale(p.check_out, wg == 0, 2));
     barrier();
@@ -678,7 +621,7 @@ void main() {
   memoryBarrierBuffer();
   barrier();
   stamp(CLK_END);
-  const bool write_xn = p.next_norm != 0 && Q_WT == 0;
+  const bool write_xn = p.next_norm != 0 && !present(Q_TS, WQ);
   if (p.qkv_ready == 0 && !write_xn) return;
   if (t == 0) {
     is_last = atomicAdd(counter[p.counter + 1], 1u) == p.grid - 1;

@@ -136,7 +136,6 @@ struct Extra {
   // over the F16 caches (kv_len positions, pos's row written by the kernel),
   // with the inputs k_in, v_in in the next q/k/v's buffers.
   std::optional<MoeFusedAttention> attention;  // its buffers set by run_block
-  std::optional<bool> out_proj_ahead;          // MoeFusedDecodeArgs::out_proj_ahead
   std::vector<float> q_in, k_in, v_in, q_norm, k_norm;
   std::vector<uint16_t> k_cache, v_cache;
   Extra(Block& b, GgmlType o_, GgmlType q_, GgmlType k_, GgmlType v_, uint32_t A_, uint32_t Q_, uint32_t KV_)
@@ -182,7 +181,8 @@ std::vector<uint32_t> left_counters(uint32_t grid, const Extra* extra, const Cha
 Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t grid, uint32_t check_in,
               uint32_t check_out, const Extra* extra = nullptr, std::array<uint32_t, 4> lanes = {},
               bool clocks = false, const Chain* chain = nullptr, uint32_t arrivals_before = 0,
-              std::optional<bool> xq_swizzle = std::nullopt) {
+              std::optional<bool> xq_swizzle = std::nullopt,
+              const std::optional<MoeFusedTypeSets>& type_sets = std::nullopt) {
   const Case& c = b.c;
   Buffer bx = e.buf(x), bn = e.buf(b.norm_w), br = e.buf(b.router), bg = e.buf(b.gate.q), bu = e.buf(b.up.q),
          bd = e.buf(b.down.q), bl = e.buf(std::vector<float>(c.N, kNaN)),
@@ -223,6 +223,7 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
   a.grid = grid;
   a.lanes = lanes;
   a.xq_swizzle = xq_swizzle;
+  a.type_sets = type_sets;
   if (chain) {
     a.att_done = 2;
     a.att_wgs = chain->att_wgs;
@@ -236,7 +237,6 @@ Out run_block(test::VkEnv& e, Block& b, const std::vector<float>& x, uint32_t gr
     const bool split = extra->splits > 1;
     batt = e.buf(split ? std::vector<float>(extra->A, kNaN) : extra->att);
     a.out_proj = MoeFusedOutProj{extra->o, bo, batt, extra->A};
-    a.out_proj_ahead = extra->out_proj_ahead;
     if (split) {
       bparts = e.buf(extra->parts);
       a.out_proj->parts = bparts;
@@ -704,18 +704,6 @@ TEST(ShaderMoeFused, AttentionInTheBlockMatchesHostReference) {
         expect_same_products(f, w);
         EXPECT_EQ(f.k_cache, x_.k_cache) << "pos1 0: no step A";
         EXPECT_EQ(f.counters, f.left);
-        if (grid > H) {  // the output projection went to the workgroups without a head
-          Extra apart = x_;
-          apart.out_proj_ahead = false;
-          const Out g = run_block(e, b, x, grid, 5, 7, &apart);
-          expect_same_products(g, o);
-          EXPECT_EQ(g.att, o.att);
-          // Three such workgroups, 4 lanes a row: rows past the two loaded
-          // ahead, units past the two a lane loaded ahead.
-          const std::array<uint32_t, 4> four = {0, 0, 4, 0};
-          expect_same_products(run_block(e, b, x, H + 3, 5, 7, &x_, four),
-                               run_block(e, b, x, H + 3, 5, 7, &whole, four));
-        }
       }
     }
 }
@@ -845,6 +833,70 @@ TEST(ShaderMoeFused, SwizzledXqEqualsAdjacent) {
       EXPECT_EQ(swizzled.flag, 99u);
     }
   }
+}
+
+// Layers of different weight types share one pipeline (MoeFusedTypeSets:
+// each product's type then read from a push constant): the same results, bit
+// for bit, as the pipeline of the dispatch's own types, with and without the
+// output projection and q/k/v products; sets without the dispatch's types
+// are refused.
+TEST(ShaderMoeFused, OnePipelineForSeveralTypesEqualsItsOwn) {
+  test::VkEnv e;
+  SCOPED_TRACE("seed " + std::to_string(e.seed));
+  using T = GgmlType;
+  auto bits = [](std::initializer_list<T> ts) {
+    uint32_t m = 0;
+    for (T t : ts) m |= MoeFusedTypeSets::bit(t);
+    return m;
+  };
+  MoeFusedTypeSets all;
+  all.gate_up = all.down = all.wo = all.wq = all.wk = all.wv = bits({T::Q8_0, T::Q4_K, T::Q5_K, T::Q6_K});
+  all.without_wo = all.without_qkv = true;
+  MoeFusedTypeSets pair;  // Q4_K_M's: Q4_K, with Q6_K down and v in some layers
+  pair.gate_up = pair.wo = pair.wq = pair.wk = bits({T::Q4_K});
+  pair.down = pair.wv = bits({T::Q4_K, T::Q6_K});
+  pair.without_qkv = true;
+  for (const auto& [gu, dn, o, q, k, v] :
+       {std::array{T::Q4_K, T::Q6_K, T::Q4_K, T::Q4_K, T::Q4_K, T::Q6_K},
+        std::array{T::Q4_K, T::Q4_K, T::Q4_K, T::Q4_K, T::Q4_K, T::Q4_K},
+        std::array{T::Q8_0, T::Q5_K, T::Q6_K, T::Q8_0, T::Q5_K, T::Q4_K}}) {
+    const Case c{gu, dn, 256, 512, 16, 4, {Gating::Softmax, true, 1.f}, 0};
+    if (!fused_available(e, c)) GTEST_SKIP() << "the device lacks int8 dot products or subgroup operations";
+    Block b(c, e);
+    const Extra x_(b, o, q, k, v, 512, 512, 128);
+    const bool q4km = gu == T::Q4_K && o == T::Q4_K && q == T::Q4_K && k == T::Q4_K;
+    for (uint32_t grid : grids(e)) {
+      SCOPED_TRACE("grid " + std::to_string(grid) + ", down " + type_name(dn) + ", wo " + type_name(o));
+      const std::vector<float> x = e.randn(c.E, 1.5f);
+      for (const Extra* xp : {&x_, static_cast<const Extra*>(nullptr)}) {
+        const Out own = run_block(e, b, x, grid, 5, 7, xp);
+        ASSERT_EQ(own.flag, 99u);
+        std::vector<const MoeFusedTypeSets*> sets = {&all};
+        if (q4km) sets.push_back(&pair);
+        for (const MoeFusedTypeSets* ts : sets) {
+          if (!xp && ts == &pair) continue;  // no absent output projection in it
+          const Out shared = run_block(e, b, x, grid, 5, 7, xp, {}, false, nullptr, 0, std::nullopt, *ts);
+          EXPECT_EQ(shared.x, own.x);
+          if (!xp) EXPECT_EQ(shared.xn, own.xn);  // with q/k/v xn is not written
+          EXPECT_EQ(shared.h, own.h);
+          EXPECT_EQ(shared.ids, own.ids);
+          EXPECT_EQ(shared.wts, own.wts);
+          if (xp) expect_same_products(shared, own);
+          EXPECT_EQ(shared.counters, shared.left);
+          EXPECT_EQ(shared.flag, 99u);
+        }
+      }
+    }
+  }
+  // A set that lacks the dispatch's down type, or its absent output projection.
+  const Case c{T::Q4_K, T::Q8_0, 256, 512, 16, 4, {Gating::Softmax, true, 1.f}, 0};
+  if (!fused_available(e, c)) return;
+  Block b(c, e);
+  const std::vector<float> x = e.randn(c.E, 1.f);
+  EXPECT_THROW(run_block(e, b, x, 1, 5, 7, nullptr, {}, false, nullptr, 0, std::nullopt, pair), Error);
+  MoeFusedTypeSets no_absent = all;
+  no_absent.without_wo = false;
+  EXPECT_THROW(run_block(e, b, x, 1, 5, 7, nullptr, {}, false, nullptr, 0, std::nullopt, no_absent), Error);
 }
 
 // A dispatch whose counters were not zeroed (left as an earlier one ended, or

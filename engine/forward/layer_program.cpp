@@ -445,6 +445,37 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain, uint32_
   return f;
 }
 
+void LayerProgram::add_fused_types(vk::MoeFusedTypeSets& t, int il, const FusedDecode& f) const {
+  using S = vk::MoeFusedTypeSets;
+  const LayerWeights& lw = m_.layers()[il];
+  t.gate_up |= S::bit(lw.gate_exps.type());
+  t.down |= S::bit(lw.down_exps.type());
+  if (f.out_proj)
+    t.wo |= S::bit(g_.layers[il].wo.type);
+  else
+    t.without_wo = true;
+  if (f.next_qkv) {
+    const GpuLayer& ng = g_.layers[il + 1];
+    t.wq |= S::bit(ng.wq.type);
+    t.wk |= S::bit(ng.wk.type);
+    t.wv |= S::bit(ng.wv.type);
+  } else {
+    t.without_qkv = true;
+  }
+}
+
+const std::optional<vk::MoeFusedTypeSets>& LayerProgram::fused_type_sets() const {
+  if (fused_type_sets_) return *fused_type_sets_;
+  std::optional<vk::MoeFusedTypeSets> sets;
+  if (!vk::env_off("VKMOE_FUSED_ONE_PIPELINE")) {
+    sets.emplace();
+    for (int il = 0; il < c_.n_layer; ++il)
+      if (const FusedDecode f = fused_decode(il); f.block) add_fused_types(*sets, il, f);
+  }
+  fused_type_sets_ = sets;
+  return *fused_type_sets_;
+}
+
 void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm,
                                     const FusedDecode& f) const {
   const LayerWeights& lw = m_.layers()[il];
@@ -523,6 +554,10 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   if (f.chain_out) {
     a.qkv_ready = Activations::kChainReady + 1;
     a.qkv_value = uint32_t(il) + 2;
+  }
+  if (const std::optional<vk::MoeFusedTypeSets>& sets = fused_type_sets()) {
+    a.type_sets = *sets;
+    add_fused_types(*a.type_sets, il, f);  // steps switched off since: another pipeline
   }
   vk::record_moe_fused_decode(r, a);
   if (!f.chain_out) r.barrier();

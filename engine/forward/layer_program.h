@@ -155,6 +155,11 @@ class LayerProgram {
   std::vector<vk::GemmSplitSum> project_gqa(vk::Recorder& r, int il, uint32_t n, bool f16_rows,
                                             bool leave_kv_sums) const;
   void moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* next_norm, const FusedDecode& f) const;
+  // The weight types of every layer's fused block, so that all take one
+  // pipeline (VKMOE_FUSED_ONE_PIPELINE=0: each its own types'); computed once.
+  const std::optional<vk::MoeFusedTypeSets>& fused_type_sets() const;
+  void add_fused_types(vk::MoeFusedTypeSets& t, int il, const FusedDecode& f) const;
+  mutable std::optional<std::optional<vk::MoeFusedTypeSets>> fused_type_sets_;
   // Whether layer il's q, k and v products of n tokens all take f16 rows.
   bool qkv_take_f16_rows(int il, uint32_t n) const;
   // Latent attention (layer_mla.cpp): q heads [rope part | attn_k_b . no-rope

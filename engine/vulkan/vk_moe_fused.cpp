@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/vulkan/vk_check.h"
@@ -29,7 +30,8 @@ struct FusedPush {
   uint32_t att_splits, att_ml_off, head_dim;
   uint32_t clock_base;
   uint32_t att_done, att_wgs, qkv_ready, qkv_value, poll_loads;
-  uint32_t att_pos1, o_wg0;
+  uint32_t att_pos1;
+  uint32_t wtypes;  // the products' type codes, 4 bits each (gate/up, down, wo, wq, wk, wv; 0: none)
 };
 static_assert(sizeof(FusedPush) <= 128, "push constants past the guaranteed 128 bytes");
 
@@ -69,14 +71,6 @@ uint32_t xq_swizzle_for(std::optional<bool> asked) {
   return asked.value_or(on) ? 1u : 0u;
 }
 
-// With step A and more workgroups than heads, the output projection's first
-// workgroup (o_wg0: the rows go to those without a head, which load theirs
-// during step A) unless a says no or VKMOE_FUSED_OPROJ_AHEAD=0; else 0.
-uint32_t out_proj_ahead_for(std::optional<bool> asked, const MoeFusedAttention* at, uint32_t grid) {
-  static const bool on = !env_off("VKMOE_FUSED_OPROJ_AHEAD");
-  return at && at->pos1 != 0 && grid > at->n_head && asked.value_or(on) ? at->n_head : 0u;
-}
-
 // x as int8 for the largest of the products' inputs, in int32 words.
 uint32_t xq_words(uint32_t n_embd, uint32_t n_ff, uint32_t k, uint32_t att_dim) {
   return std::max({n_embd, k * n_ff, att_dim}) / 4;
@@ -93,6 +87,35 @@ uint32_t type_code(GgmlType t) {
     case GgmlType::Q6_K: return 7;
     default: return 0;
   }
+}
+
+// Specialization constants 3..8 (the kernel's sets of type codes, bit 0: the
+// step may be absent) and the push constant's codes of this dispatch
+// (MoeFusedTypeSets; codes 0 where a step is absent).
+std::pair<std::array<uint32_t, 6>, uint32_t> kernel_types(const std::array<uint32_t, 6>& codes,
+                                                          const std::optional<MoeFusedTypeSets>& sets) {
+  std::array<uint32_t, 6> masks{};
+  uint32_t packed = 0;
+  for (size_t i = 0; i < codes.size(); ++i) {
+    masks[i] = 1u << codes[i];
+    packed |= codes[i] << (4 * i);
+  }
+  if (!sets) return {masks, packed};
+  const MoeFusedTypeSets& t = *sets;
+  const uint32_t given[6] = {t.gate_up, t.down, t.wo, t.wq, t.wk, t.wv};
+  for (size_t i = 0; i < codes.size(); ++i) {
+    uint32_t m = 0;
+    for (uint32_t b = 0; b < 32; ++b)
+      if (given[i] >> b & 1u) {
+        const uint32_t c = type_code(GgmlType(b));
+        if (c == 0) throw Error("internal error: moe_decode_fused type set holds a type it does not take");
+        m |= 1u << c;
+      }
+    if ((i == 2 && t.without_wo) || (i >= 3 && t.without_qkv)) m |= 1u;
+    if (!(m >> codes[i] & 1u)) throw Error("internal error: moe_decode_fused type sets lack this dispatch's types");
+    masks[i] = m;
+  }
+  return {masks, packed};
 }
 
 // A [rows][ncols] product the kernel reads in int8 units: a type it takes,
@@ -296,6 +319,11 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
       throw Error("internal error: moe_decode_fused lanes per row");
     lanes[i] = a.lanes[i];
   }
+  const auto [type_masks, wtypes] =
+      kernel_types({type_code(a.gate_up_type), type_code(a.down_type), a.out_proj ? type_code(o.type) : 0u,
+                    a.next_qkv ? type_code(n.q_type) : 0u, a.next_qkv ? type_code(n.k_type) : 0u,
+                    a.next_qkv ? type_code(n.v_type) : 0u},
+                   a.type_sets);
   const FusedPush push{a.n_embd,
                        a.n_ff,
                        a.n_expert,
@@ -326,16 +354,16 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
                        a.qkv_value,
                        a.poll_loads ? 1u : 0u,
                        a.attention ? at.pos1 : 0u,
-                       out_proj_ahead_for(a.out_proj_ahead, a.attention ? &at : nullptr, grid)};
+                       wtypes};
   std::vector<uint32_t> spec = {wg,
                                 xq_words(a.n_embd, a.n_ff, a.k, o.att_dim),
                                 a.n_embd / 4,
-                                type_code(a.gate_up_type),
-                                type_code(a.down_type),
-                                a.out_proj ? type_code(o.type) : 0u,
-                                a.next_qkv ? type_code(n.q_type) : 0u,
-                                a.next_qkv ? type_code(n.k_type) : 0u,
-                                a.next_qkv ? type_code(n.v_type) : 0u,
+                                type_masks[0],
+                                type_masks[1],
+                                type_masks[2],
+                                type_masks[3],
+                                type_masks[4],
+                                type_masks[5],
                                 lanes[0],
                                 lanes[1],
                                 lanes[2],

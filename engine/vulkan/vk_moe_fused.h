@@ -58,6 +58,18 @@ struct MoeFusedAttention {
   uint32_t pos1 = 0;
 };
 
+// The weight types one pipeline takes for each product (bit i: GgmlType(i)),
+// so that layers whose types differ (Q4_K_M's Q6_K down and v products in
+// some) share one pipeline: a dispatch whose pipeline differs from the one
+// before fetches its code anew in every step (docs/PERF.md run 44). Each
+// dispatch's own types must be in them; without_*: some dispatch lacks the
+// output projection, or the q/k/v products.
+struct MoeFusedTypeSets {
+  uint32_t gate_up = 0, down = 0, wo = 0, wq = 0, wk = 0, wv = 0;
+  bool without_wo = false, without_qkv = false;
+  static uint32_t bit(GgmlType t) { return 1u << uint32_t(t); }
+};
+
 struct MoeFusedDecodeArgs {
   GgmlType gate_up_type = GgmlType::F32, down_type = GgmlType::F32;
   uint32_t n_embd = 0, n_ff = 0, n_expert = 0, k = 0;
@@ -86,11 +98,8 @@ struct MoeFusedDecodeArgs {
   std::optional<bool> xq_swizzle;
   std::optional<MoeFusedOutProj> out_proj;
   std::optional<MoeFusedAttention> attention;  // with out_proj
-  // With step A and more workgroups than heads: the output projection's rows
-  // go to the workgroups without a head, which load their weights while the
-  // heads are attended; unset: yes unless VKMOE_FUSED_OPROJ_AHEAD=0.
-  std::optional<bool> out_proj_ahead;
   std::optional<MoeFusedNextQkv> next_qkv;  // with next_norm (then xn is not written)
+  std::optional<MoeFusedTypeSets> type_sets;  // unset: this dispatch's types only
   // Where set (a device clock): every workgroup's FusedClock stamps (uint64)
   // at clocks[clock_base + workgroup * kFusedClockSlots + slot].
   BufferRange clocks;
