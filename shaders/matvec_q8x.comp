@@ -26,10 +26,6 @@
 #ifndef INDEXED
 #define INDEXED 0
 #endif
-#if WTYPE == WT_Q8_0 || WTYPE == WT_Q6_K
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
-#endif
 
 // OpSDot (4450) on two int32 words of 4 packed signed bytes (format 0 = 4x8Bit).
 spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
@@ -42,7 +38,7 @@ layout(constant_id = 3) const uint XQ_WORDS = 512;
 
 layout(set = 0, binding = 0) readonly buffer W4 { uvec4 w4[]; };
 #if WTYPE == WT_Q8_0 || WTYPE == WT_Q6_K
-layout(set = 0, binding = 0) readonly buffer W2 { uint16_t w2[]; };
+layout(set = 0, binding = 0) readonly buffer W1 { uint w1[]; };
 #endif
 layout(set = 0, binding = 1) readonly buffer X { vec4 x4[]; };
 layout(set = 0, binding = 2) buffer Y { float y[]; };
@@ -75,7 +71,7 @@ shared vec2 xds[XQ_WORDS / 8];    // per 32-block: (dx, dx * sum of its int8 val
 #define Q8X_WT WTYPE
 #define Q8X(n) n
 #define Q8X_W4(i) w4[i]
-#define Q8X_W2(i) w2[i]
+#define Q8X_W1(i) w1[i]
 #include "q8x_type.glsl"
 
 void main() {

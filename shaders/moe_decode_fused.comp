@@ -67,8 +67,6 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_spirv_intrinsics : require
-#extension GL_EXT_shader_16bit_storage : require
-#extension GL_EXT_shader_explicit_arithmetic_types_int16 : require
 #if CLOCKS
 #extension GL_EXT_shader_realtime_clock : require
 #endif
@@ -111,11 +109,11 @@ const uint XQ_GROUPS = (XQ_WORDS + 15) / 16;
 const uint XQ_STRIDE = XQ_GROUPS + (12 - XQ_GROUPS % 8) % 8;
 const uint WG = gl_WorkGroupSize.x;
 
-// A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uint16s (Q8_0, Q6_K),
-// named S_w4 and S_w2 as q8x_slot.glsl reads them.
+// A weight matrix's buffer as uvec4s (Q4_K, Q5_K) and as uints (Q8_0, Q6_K),
+// named S_w4 and S_w1 as q8x_slot.glsl reads them.
 #define WEIGHTS(b, S)                                                \
   layout(set = 0, binding = b) readonly buffer S##_B4 { uvec4 S##_w4[]; }; \
-  layout(set = 0, binding = b) readonly buffer S##_B2 { uint16_t S##_w2[]; };
+  layout(set = 0, binding = b) readonly buffer S##_B1 { uint S##_w1[]; };
 
 layout(set = 0, binding = 0) coherent buffer X4 { vec4 x4[]; };
 layout(set = 0, binding = 0) coherent buffer X1 { float x1[]; };

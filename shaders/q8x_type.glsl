@@ -3,13 +3,18 @@
 //   Q8X_WT       the type (4 = Q8_0, 5 = Q4_K, 6 = Q5_K, 7 = Q6_K),
 //   Q8X(name)    the prefix that keeps this inclusion's names apart,
 //   Q8X_W4(i)    the i-th uvec4 of the weights (Q4_K, Q5_K: 16-byte aligned),
-//   Q8X_W2(i)    the i-th uint16 of the weights (Q8_0, Q6_K: 2-byte aligned),
+//   Q8X_W1(i)    the i-th uint32 of the weights (Q8_0, Q6_K, whose blocks are
+//                only 2-byte aligned: read as aligned words and shifted),
 // and, declared before: sdot4 (OpSDot), shared xq (ivec4: x as int8, 16 per
 // entry) and xds (vec2 per 32-element block: dx, dx * sum of its int8s).
 // Defines Q8X(WData), Q8X(XData), Q8X(load_w)(bi, k) (bi in addressing units
 // of Q8X(UNIT_BYTES) bytes), Q8X(load_x)(b, k) (block b of x), Q8X(dot_w), and
 // Q8X(QK) (block size), Q8X(BLOCK_UNITS) (block size in units), Q8X(UPB)
 // (work units per block: what one lane decodes at once).
+// 2-byte aligned data (uint16 index i, either parity) is read as the aligned
+// words around it: as uint16s each unit took 29 (Q6_K) or 17 (Q8_0) loads of
+// 2 bytes, and a Q6_K down product ran at ~1.2 TB/s against Q4_K's ~1.8
+// (docs/PERF.md run 44).
 // Q8X_XQ(i), where the includer defines it, reads xq's entry i from another
 // layout (default: xq[i]).
 #ifndef Q8X_XQ
@@ -106,7 +111,7 @@ const uint Q8X(QK) = 32;
 const uint Q8X(UPB) = 1;
 const uint Q8X(UNIT_BYTES) = 2;
 const uint Q8X(BLOCK_UNITS) = 17;  // 34 bytes
-uint Q8X(ld32)(uint i) { return uint(Q8X_W2(i)) | (uint(Q8X_W2(i + 1)) << 16); }
+#include "q8x_words.glsl"
 
 struct Q8X(WData) {
   uvec4 q0, q1;
@@ -116,9 +121,9 @@ struct Q8X(WData) {
 // The block starting at uint16 index bi: d (f16), then 32 int8 quants.
 Q8X(WData) Q8X(load_w)(uint bi, uint k) {
   Q8X(WData) w;
-  w.d = uint(Q8X_W2(bi));
-  w.q0 = uvec4(Q8X(ld32)(bi + 1), Q8X(ld32)(bi + 3), Q8X(ld32)(bi + 5), Q8X(ld32)(bi + 7));
-  w.q1 = uvec4(Q8X(ld32)(bi + 9), Q8X(ld32)(bi + 11), Q8X(ld32)(bi + 13), Q8X(ld32)(bi + 15));
+  w.d = Q8X(ld16)(bi);
+  w.q0 = Q8X(ld128)(bi + 1);
+  w.q1 = Q8X(ld128)(bi + 9);
   return w;
 }
 
@@ -149,7 +154,7 @@ const uint Q8X(QK) = 256;
 const uint Q8X(UPB) = 4;  // half n = k/2, positions l in [16 (k&1), +16) of its four 32-wide quarters
 const uint Q8X(UNIT_BYTES) = 2;
 const uint Q8X(BLOCK_UNITS) = 105;  // 210 bytes
-uint Q8X(ld32)(uint i) { return uint(Q8X_W2(i)) | (uint(Q8X_W2(i + 1)) << 16); }
+#include "q8x_words.glsl"
 
 struct Q8X(WData) {
   uvec4 a, b, h;  // ql[64n + 16h'..], ql[64n + 32 + 16h'..], qh[32n + 16h'..]
@@ -162,12 +167,12 @@ Q8X(WData) Q8X(load_w)(uint bi, uint k) {
   Q8X(WData) w;
   const uint n = k >> 1, hh = k & 1u;
   const uint ia = bi + 32 * n + 8 * hh, ib = ia + 16, ih = bi + 64 + 16 * n + 8 * hh;
-  w.a = uvec4(Q8X(ld32)(ia), Q8X(ld32)(ia + 2), Q8X(ld32)(ia + 4), Q8X(ld32)(ia + 6));
-  w.b = uvec4(Q8X(ld32)(ib), Q8X(ld32)(ib + 2), Q8X(ld32)(ib + 4), Q8X(ld32)(ib + 6));
-  w.h = uvec4(Q8X(ld32)(ih), Q8X(ld32)(ih + 2), Q8X(ld32)(ih + 4), Q8X(ld32)(ih + 6));
-  const uint is = bi + 96 + 4 * n;
-  w.sc = uvec4(uint(Q8X_W2(is)), uint(Q8X_W2(is + 1)), uint(Q8X_W2(is + 2)), uint(Q8X_W2(is + 3)));
-  w.d = uint(Q8X_W2(bi + 104));
+  w.a = Q8X(ld128)(ia);
+  w.b = Q8X(ld128)(ib);
+  w.h = Q8X(ld128)(ih);
+  const uvec2 sc = Q8X(ld64)(bi + 96 + 4 * n);
+  w.sc = uvec4(sc.x & 0xFFFFu, sc.x >> 16, sc.y & 0xFFFFu, sc.y >> 16);
+  w.d = Q8X(ld16)(bi + 104);
   return w;
 }
 

@@ -253,14 +253,10 @@ bool record(Recorder& rec, const MatvecArgs& a, const MatvecIdsArgs* ids, const 
 
   Context& ctx = rec.context();
   const DeviceInfo& dev = ctx.info();
-  // The MXFP4 matvec reads its 1-byte-aligned weights as aligned 32-bit words,
-  // the last of which may run up to 3 bytes past the weights: round the
-  // binding up to whole words (Context buffers are padded to 16 bytes, so this
-  // stays inside the buffer; without it a bounds-checking driver such as
-  // lavapipe reads the partial last word as 0).
-  BufferRange w_binding = a.w;
-  if (a.type == GgmlType::MXFP4 && w_binding.offset % 4 == 0 && w_binding.range + 3 <= dev.max_storage_buffer_range)
-    w_binding.range = (w_binding.range + 3) & ~uint64_t(3);
+  // The MXFP4 matvec reads its 1-byte-aligned weights as aligned 32-bit
+  // words, the int8-x one its 2-byte-aligned Q8_0 and Q6_K blocks.
+  const bool words = a.type == GgmlType::MXFP4 || a.type == GgmlType::Q8_0 || a.type == GgmlType::Q6_K;
+  const BufferRange w_binding = words ? whole_words(a.w, dev.max_storage_buffer_range) : a.w;
   const MatvecConfig c = matvec_config(dev, a.type, a.ncols, a.nrows, n_items, want);
   // The top-k tail reduces with subgroup operations; each invocation owns at most 32 experts.
   if (tail && (c.subgroup != 1 || a.nrows > 32 * c.workgroup)) return false;

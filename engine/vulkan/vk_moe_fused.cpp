@@ -375,12 +375,14 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   }
   const Pipeline& p = ctx.pipeline(clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0),
                                    sizeof(FusedPush), spec);
-  // Bindings a step does not use hold x in their place.
+  // Bindings a step does not use hold x in their place. Q8_0 and Q6_K
+  // blocks are read as the aligned words around them (whole_words).
   auto or_x = [&](const BufferRange& b) { return b.buffer != VK_NULL_HANDLE ? b : a.x; };
+  auto w = [&](const BufferRange& b) { return whole_words(or_x(b), d.max_storage_buffer_range); };
   std::vector<BufferRange> bind = {
-      a.x,         a.ffn_norm, a.router_w, a.gate,     a.up,       a.down,     a.logits,  a.h,
+      a.x,         a.ffn_norm, a.router_w, w(a.gate),  w(a.up),    w(a.down),  a.logits,  a.h,
       a.ids,       a.weights,  a.counters, or_x(a.next_norm), a.next_qkv ? a.x : or_x(a.xn), a.flags,
-      or_x(o.att), or_x(o.w),  or_x(n.wq), or_x(n.wk), or_x(n.wv),
+      or_x(o.att), w(o.w),     w(n.wq),    w(n.wk),    w(n.wv),
       or_x(a.attention ? at.q : n.q), or_x(a.attention ? at.k : n.k), or_x(a.attention ? at.v : n.v),
       o.splits > 1 ? o.parts : a.x, or_x(at.k_cache), or_x(at.v_cache), or_x(at.q_norm), or_x(at.k_norm)};
   if (clocks) bind.push_back(a.clocks);

@@ -205,6 +205,17 @@ struct BufferRange {
       : buffer(b.handle()), offset(off), range(len ? len : b.size() - off) {}
 };
 
+// b with its range rounded up to whole 32-bit words, for shaders that read
+// data of 1- or 2-byte alignment as the aligned words around it (the last may
+// run up to 3 bytes past the data: Context buffers are padded to 16 bytes, so
+// it stays inside the buffer; without it a bounds-checking driver such as
+// lavapipe reads a partial last word as 0). As it is where b's offset is not
+// word-aligned or the range would pass max_range.
+inline BufferRange whole_words(BufferRange b, uint64_t max_range) {
+  if (b.offset % 4 == 0 && b.range + 3 <= max_range) b.range = (b.range + 3) & ~uint64_t(3);
+  return b;
+}
+
 // A value on a queue's timeline semaphore. Default-constructed = already reached.
 struct SyncPoint {
   Queue* queue = nullptr;
