@@ -17,9 +17,8 @@
 // partials combined (attn_flash.comp's layout, left by the attention for this
 // step instead of its split tail), chunks of att spread over the grid; or
 // with att_pos1 != 0 (step A): att = the one-token attention itself, from
-// the q, k and v the dispatch before left (moe_fused_attention.glsl), with
-// att_splits > 1 by att_splits workgroups a head whose partials are then
-// combined as the attention's (| barrier | combine).                | barrier
+// the q, k and v the dispatch before left (moe_fused_attention.glsl).
+//                                                                   | barrier
 // counter[counter] counts the grid barriers' arrivals and counter[counter +
 // 1] finished workgroups; both start at zero (the host zeroes each dispatch's
 // pair before it runs, as once a token for the decoded layers) and are left
@@ -149,7 +148,6 @@ layout(set = 0, binding = 20) readonly buffer KI { vec4 k_in4[]; };
 layout(set = 0, binding = 21) readonly buffer VI { vec2 v_in2[]; };
 layout(set = 0, binding = 22) coherent readonly buffer AttPart { float att_part[]; };
 layout(set = 0, binding = 22) coherent readonly buffer AttPart4 { vec4 att_part4[]; };
-layout(set = 0, binding = 22) coherent writeonly buffer AttPartW { float att_part_w[]; };  // step A's splits
 // Step A's F16 caches ([position][kv head][head_dim] halves in pairs) and q/k norm weights.
 layout(set = 0, binding = 23) buffer KC { uint kc_u[]; };
 layout(set = 0, binding = 23) readonly buffer KC4 { uvec4 kc4[]; };
@@ -246,11 +244,10 @@ float sum_over_lanes(float v, uint L) {
 #include "moe_topk.glsl"
 
 // Slots of one workgroup's stamps (vk_moe_fused.h's FusedClock).
-const uint CLK_START = 0, CLK_WAITED = 1, CLK_ATT_ROTATED = 2, CLK_ATT_KEYS = 3, CLK_PARTS_ARRIVE = 4,
-           CLK_PARTS_LEAVE = 5, CLK_ATT_ARRIVE = 6, CLK_ATT_LEAVE = 7, CLK_OUT_ARRIVE = 8, CLK_OUT_LEAVE = 9,
-           CLK_ROUTER_ARRIVE = 10, CLK_ROUTER_LEAVE = 11, CLK_TOPK = 12, CLK_GU_ARRIVE = 13, CLK_GU_LEAVE = 14,
-           CLK_H_QUANT = 15, CLK_DOWN_ARRIVE = 16, CLK_DOWN_LEAVE = 17, CLK_NEXT_NORM = 18, CLK_END = 19,
-           CLK_SLOTS = 20;
+const uint CLK_START = 0, CLK_WAITED = 1, CLK_ATT_ROTATED = 2, CLK_ATT_KEYS = 3, CLK_ATT_ARRIVE = 4,
+           CLK_ATT_LEAVE = 5, CLK_OUT_ARRIVE = 6, CLK_OUT_LEAVE = 7, CLK_ROUTER_ARRIVE = 8, CLK_ROUTER_LEAVE = 9,
+           CLK_TOPK = 10, CLK_GU_ARRIVE = 11, CLK_GU_LEAVE = 12, CLK_H_QUANT = 13, CLK_DOWN_ARRIVE = 14,
+           CLK_DOWN_LEAVE = 15, CLK_NEXT_NORM = 16, CLK_END = 17, CLK_SLOTS = 18;
 // Invocation 0 stamps the device clock into slot `slot` (CLOCKS only).
 void stamp(uint slot) {
 #if CLOCKS
@@ -536,10 +533,6 @@ void main() {
   if (present(O_TS, WO)) {
     if (ATT_D != 0 && p.att_pos1 != 0) {
       fold_attention();
-      if (p.att_splits > 1) {
-        grid_barrier(++barriers, CLK_PARTS_ARRIVE, CLK_PARTS_LEAVE);
-        combine_att();
-      }
       grid_barrier(++barriers, CLK_ATT_ARRIVE, CLK_ATT_LEAVE);
     } else if (p.att_splits > 1) {
       combine_att();

@@ -8,18 +8,14 @@
 //      dims each), its score, and with an online softmax (base 2: q is
 //      pre-scaled by scale * log2(e)) each key slot's weighted values; the
 //      next pass's cache loads go out before a pass's arithmetic;
-//   3. the slots combined: att[h] = sum_j p_j v_j / sum_j p_j; or with
-//      att_splits = S > 1 (S workgroups a head, each a span of the keys) the
-//      span's unnormalized sum, its max and sum of weights into att_part_w
-//      (combine_att's layout) for the includer to combine.
+//   3. the slots combined: att[h] = sum_j p_j v_j / sum_j p_j.
 // The new position's key and value come from shared memory, not the cache.
 // The loops over a lane's registers are unrolled (the driver does not
 // unroll by itself, and their arrays would go to local memory).
 // The includer declares the spec constants ATT_* (ATT_D: head_dim, 64 or
 // 128), the q/k/v inputs q_in4 / k_in4 / v_in2, the caches (kc_u / vc_u as
 // uints, kc4 / vc4 as uvec4s), the norm weights qn_w / kn_w, att1, xs (XS4
-// vec4s), wg_add, sg_max, stamp (CLK_ATT_ROTATED, CLK_ATT_KEYS) and the
-// split partials att_part_w.
+// vec4s), wg_add, sg_max and stamp (CLK_ATT_ROTATED, CLK_ATT_KEYS).
 #define ROPE_PARAM(name) ATT_##name
 #include "rope.glsl"
 
@@ -57,10 +53,10 @@ float att_normed(uint r, uint e) {
   return ATT_NORM != 0 ? x * att_rs[r] * att_w[r * ATT_DS + e] : x;
 }
 
-// This lane's part c of the cached key and value of position j (zeros from
-// `end` and at the new position pos, which comes from shared memory).
-void load_kv(uint j, uint end, uint pos, uint base, uint c, out uvec4 kw[ATT_LU], out uvec4 vw[ATT_LU]) {
-  const bool ok = j < end && j != pos;
+// This lane's part c of the cached key and value of position j (zeros past
+// n_kv and at the new position pos, which comes from shared memory).
+void load_kv(uint j, uint n_kv, uint pos, uint base, uint c, out uvec4 kw[ATT_LU], out uvec4 vw[ATT_LU]) {
+  const bool ok = j < n_kv && j != pos;
   [[unroll]] for (uint u = 0; u < ATT_LU; ++u) {
     const uint at = (j * ATT_ROW_U + base + c * (ATT_DL / 2) + 4 * u) / 4;
     kw[u] = ok ? kc4[at] : uvec4(0);
@@ -73,15 +69,12 @@ void fold_attention() {
   const uint t = gl_LocalInvocationID.x, tf = gl_SubgroupID * gl_SubgroupSize + gl_SubgroupInvocationID;
   const uint pos = p.att_pos1 - 1, n_kv = p.att_pos1;
   const uint c = tf % 8, slot = tf / 8, SLOTS = WG / 8;
-  // With att_splits = S > 1, S workgroups a head, each over a span of the keys.
-  const uint S = max(p.att_splits, 1u), span = (n_kv + S - 1) / S;
-  for (uint hs = gl_WorkGroupID.x; hs < ATT_HEADS * S; hs += p.grid) {
-    const uint h = hs / S, split = hs % S, lo = split * span, hi = min(lo + span, n_kv);
+  for (uint h = gl_WorkGroupID.x; h < ATT_HEADS; h += p.grid) {
     const uint g = h / ATT_GROUP, new_row = pos * ATT_ROW_U + g * D2;
-    const bool store = h % ATT_GROUP == 0 && split == 0;
+    const bool store = h % ATT_GROUP == 0;
     // 1. The inputs, the new value stored; the first keys' loads go out with them.
     uvec4 kw[ATT_LU], vw[ATT_LU];
-    load_kv(lo + slot, hi, pos, g * D2, c, kw, vw);
+    load_kv(slot, n_kv, pos, g * D2, c, kw, vw);
     if (ATT_NORM != 0)
       for (uint i = t; i < 2 * D; i += WG) att_w[i] = i < D ? qn_w[i] : kn_w[i - D];
     if (t < D4) {
@@ -136,9 +129,9 @@ void fold_attention() {
     // 2. Scores and the slots' weighted values.
     float m = -1e30, l = 0.0, acc[DL];
     [[unroll]] for (uint i = 0; i < DL; ++i) acc[i] = 0.0;
-    for (uint j0 = lo; j0 < hi; j0 += SLOTS) {
+    for (uint j0 = 0; j0 < n_kv; j0 += SLOTS) {
       const uint j = j0 + slot;
-      const bool ok = j < hi;
+      const bool ok = j < n_kv;
       if (j == pos)
         [[unroll]] for (uint u = 0; u < LU; ++u) {
           const uint w0 = c * (DL / 2) + 4 * u;  // this lane's uints of the row
@@ -146,7 +139,7 @@ void fold_attention() {
           vw[u] = uvec4(att_vn[w0], att_vn[w0 + 1], att_vn[w0 + 2], att_vn[w0 + 3]);
         }
       uvec4 kn[ATT_LU], vn[ATT_LU];
-      load_kv(j + SLOTS, hi, pos, g * D2, c, kn, vn);
+      load_kv(j + SLOTS, n_kv, pos, g * D2, c, kn, vn);
       float s = 0.0;
       [[unroll]] for (uint u = 0; u < LU; ++u)
         [[unroll]] for (uint e = 0; e < 4; ++e) {
@@ -193,14 +186,6 @@ void fold_attention() {
         for (uint r = 0; r < min(ATT_RED_ROWS, gl_NumSubgroups - s0); ++r) total += red_at(r * D + t);
       barrier();
     }
-    if (S == 1) {
-      if (t < D) att1[h * D + t] = total / sum;
-    } else {  // partial row hs, its max and sum, as combine_att reads them
-      if (t < D) att_part_w[hs * D + t] = total;
-      if (t == 0) {
-        att_part_w[p.att_ml_off + 2 * hs] = big;
-        att_part_w[p.att_ml_off + 2 * hs + 1] = sum;
-      }
-    }
+    if (t < D) att1[h * D + t] = total / sum;
   }
 }

@@ -113,8 +113,7 @@ uint32_t LayerProgram::attention(vk::Recorder& r, int il, uint32_t pos0, uint32_
   // One token whose fused block takes the attention itself (step A).
   if (fused && fused->att_pos1 != 0) {
     if (in != AttnIn::Qkv || n != 1) throw Error("internal error: the fused block's attention without its q/k/v");
-    fused->att_splits = fused->att_fold_splits;
-    fused->att_ml_off = uint32_t(c_.n_head) * fused->att_fold_splits * uint32_t(c_.head_dim);
+    fused->att_splits = 1;
     return n;
   }
   const bool per_head = spec.qk_norm == QkNorm::PerHead;
@@ -385,23 +384,19 @@ bool LayerProgram::moe_resident(vk::Recorder& r, int il, uint32_t n, const GpuTe
   return false;
 }
 
-uint32_t LayerProgram::token_fold_splits(uint32_t pos) {
+bool LayerProgram::token_folds_attention(uint32_t pos) {
   // Read per token (tests compare both ways in one process).
-  if (vk::env_off("VKMOE_FUSED_ATTENTION")) return 0;
+  if (vk::env_off("VKMOE_FUSED_ATTENTION")) return false;
   const char* most = std::getenv("VKMOE_FUSED_ATTENTION_MAX");
-  const char* splits = std::getenv("VKMOE_FUSED_ATTENTION_SPLITS");
-  const uint64_t per = most ? uint64_t(std::max(0, std::atoi(most))) : 640u;
-  const uint64_t max_splits = splits ? uint64_t(std::clamp(std::atoi(splits), 1, 64)) : 1u;
-  const uint64_t need = per ? (uint64_t(pos) + per) / per : UINT64_MAX;
-  return need <= max_splits ? uint32_t(need) : 0u;
+  return uint64_t(pos) + 1 <= (most ? uint64_t(std::max(0, std::atoi(most))) : 640u);
 }
 
 bool LayerProgram::folds_attention(uint32_t pos) const {
-  if (token_fold_splits(pos) == 0) return false;
+  if (!token_folds_attention(pos)) return false;
   bool qkv_before = false;  // the block before takes this layer's q/k/v
   for (int il = 0; il < c_.n_layer; ++il) {
-    const FusedDecode f = fused_decode(il, false, pos, qkv_before);
-    if (f.att_pos1 != 0) return true;
+    const FusedDecode f = fused_decode(il, false, pos);
+    if (qkv_before && f.attention) return true;
     qkv_before = f.next_qkv;
   }
   return false;
@@ -441,16 +436,7 @@ LayerProgram::FusedDecode LayerProgram::fused_decode(int il, bool chain, uint32_
                 spec.qk_norm != QkNorm::Whole && kv_ == vk::KvType::F16 &&
                 vk::moe_fused_takes_attention(dev, E, F, K, uint32_t(c_.attn_out_dim()), uint32_t(c_.head_dim),
                                               uint32_t(c_.n_head), uint32_t(c_.n_head_kv), c_.rope());
-  // Several workgroups a head: their partials combined in the block (in the
-  // attention's split scratch), one head's splits on distinct workgroups.
-  const uint32_t splits = f.attention && qkv_in ? token_fold_splits(pos) : 0;
-  const uint32_t H = uint32_t(c_.n_head), D = uint32_t(c_.head_dim);
-  const bool splits_fit =
-      splits == 1 || (splits > 1 && H * splits <= f.grid &&
-                      a_.attn_scratch.size() >= uint64_t(H) * splits * (D + 2) * 4 &&
-                      vk::moe_fused_combines_att(dev, uint32_t(c_.attn_out_dim()), D, splits));
-  f.att_pos1 = splits_fit ? pos + 1 : 0;
-  f.att_fold_splits = splits_fit ? splits : 1;
+  f.att_pos1 = f.attention && qkv_in && token_folds_attention(pos) ? pos + 1 : 0;
   f.chain_qkv = chain_mode != "0" && chain_mode != "att";
   f.chain_att = chain_mode != "0" && chain_mode != "qkv";
   f.chain_split = chain_mode == "split";

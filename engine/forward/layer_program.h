@@ -107,10 +107,8 @@ class LayerProgram {
     // attention: the block's pipeline can take the layer's one-token
     // attention (vk::MoeFusedAttention); att_pos1 != 0: it does for this
     // token (at position att_pos1 - 1), and attention() records none.
-    // att_fold_splits: with att_pos1, the workgroups a head (att_splits then
-    // says so too: their partials combined in the block).
     bool attention = false;
-    uint32_t att_pos1 = 0, att_fold_splits = 1;
+    uint32_t att_pos1 = 0;
   };
   // chain: dispatches may be chained (not while profiling: its timestamps
   // need the barriers), where the attention's keys split. VKMOE_CHAIN_LAYERS=0:
@@ -120,12 +118,11 @@ class LayerProgram {
   // pos: the decoded token's position; qkv_in: the layer's q/k/v come from
   // the block before (AttnIn::Qkv), as the block's attention needs.
   FusedDecode fused_decode(int il, bool chain = false, uint32_t pos = 0, bool qkv_in = false) const;
-  // The workgroups a head where a token at pos may have its attention in the
-  // fused blocks, 0 where not (VKMOE_FUSED_ATTENTION=0: never): a workgroup
-  // reads at most VKMOE_FUSED_ATTENTION_MAX positions (default 640), a head
-  // takes at most VKMOE_FUSED_ATTENTION_SPLITS workgroups (default 1); and
-  // whether one of this model's layers does (they are then not chained).
-  static uint32_t token_fold_splits(uint32_t pos);
+  // Whether a token at pos may have its attention in the fused blocks
+  // (VKMOE_FUSED_ATTENTION=0: never; VKMOE_FUSED_ATTENTION_MAX: the most
+  // positions it reads, default 640), and whether one of this model's does
+  // (its layers are then not chained).
+  static bool token_folds_attention(uint32_t pos);
   bool folds_attention(uint32_t pos) const;
   // Where set, the fused block's dispatches of clocks->grid() workgroups
   // (vk::MoeFusedDecodeArgs::clocks) and the one-token attention

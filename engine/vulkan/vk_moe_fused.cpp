@@ -161,8 +161,7 @@ std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
 
 const char* fused_clock_name(FusedClock c) {
   static const char* const names[] = {"start",             "attention waited",   "att: q, k rotated",
-                                      "att: keys done",    "att parts: arrived", "att parts: released",
-                                      "att ready: arrived",
+                                      "att: keys done",    "att ready: arrived",
                                       "att ready: released", "out proj: arrived",  "out proj: released",
                                       "router: arrived", "router: released",   "top-k done",
                                       "gate/up: arrived", "gate/up: released", "h quantized",
@@ -279,9 +278,7 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
     if (!a.out_proj || !moe_fused_takes_attention(d, a.n_embd, a.n_ff, a.k, o.att_dim, at.head_dim, at.n_head,
                                                   at.n_head_kv, at.rope))
       throw Error("internal error: moe_decode_fused does not take this attention");
-    // With splits step A leaves its heads' partials for the combine.
-    if (at.pos1 != 0 && o.splits > 1 && o.head_dim != at.head_dim)
-      throw Error("internal error: moe_decode_fused attention splits of another head size");
+    if (at.pos1 != 0 && o.splits > 1) throw Error("internal error: moe_decode_fused attention and its splits");
     const uint64_t kv_dim = uint64_t(at.n_head_kv) * at.head_dim;
     check_binding(kKernel, "attention q", at.q, uint64_t(o.att_dim) * 4);
     check_binding(kKernel, "attention k", at.k, kv_dim * 4);

@@ -119,10 +119,10 @@ struct MoeFusedDecodeArgs {
 // CLK_*): a grid barrier's arrival and departure, points inside steps, and
 // (chained only) the end of the wait for the attention before.
 enum class FusedClock : uint32_t {
-  Start, Waited, AttRotated, AttKeys, PartsArrive, PartsLeave, AttArrive, AttLeave, OutProjArrive, OutProjLeave,
-  RouterArrive, RouterLeave, TopK, GateUpArrive, GateUpLeave, HQuantized, DownArrive, DownLeave, NextNorm, End, Count
+  Start, Waited, AttRotated, AttKeys, AttArrive, AttLeave, OutProjArrive, OutProjLeave, RouterArrive, RouterLeave,
+  TopK, GateUpArrive, GateUpLeave, HQuantized, DownArrive, DownLeave, NextNorm, End, Count
 };
-constexpr uint32_t kFusedClockSlots = 20;
+constexpr uint32_t kFusedClockSlots = 18;
 const char* fused_clock_name(FusedClock c);
 
 // Workgroups the fused dispatch uses on this device: VKMOE_MOE_FUSED_GRID when
