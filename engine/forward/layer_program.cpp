@@ -557,7 +557,9 @@ void LayerProgram::moe_fused_decode(vk::Recorder& r, int il, const GpuTensor* ne
   }
   if (const std::optional<vk::MoeFusedTypeSets>& sets = fused_type_sets()) {
     a.type_sets = *sets;
-    add_fused_types(*a.type_sets, il, f);  // steps switched off since: another pipeline
+    // A step switched off after the sets were made (the env is read per
+    // token) only adds this dispatch's types: another pipeline, not an error.
+    add_fused_types(*a.type_sets, il, f);
   }
   vk::record_moe_fused_decode(r, a);
   if (!f.chain_out) r.barrier();
