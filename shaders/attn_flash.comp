@@ -75,8 +75,13 @@ const float NEG = -1e30;                  // masked score / empty running max
 
 #if ROPE_IN
 #define IN_COHERENT coherent  // chained: written by a dispatch that may still run
+// The decode kernel's loops over a tile's dims and keys are unrolled (the
+// driver does not unroll by itself), so that its shared-memory reads go out
+// ahead of their sums; elsewhere not (lavapipe compiles them for minutes).
+#define TILE_UNROLL [[unroll]]
 #else
 #define IN_COHERENT
+#define TILE_UNROLL
 #endif
 layout(std430, binding = 0) IN_COHERENT readonly buffer Q { vec4 q4[]; };
 layout(std430, binding = 1) readonly buffer K { KV_T kc[]; };
@@ -256,6 +261,12 @@ float rotated_key(uint e) {
   return e == a ? y.x : y.y;
 }
 
+// mscale * (cos, sin) of the rotated pairs at the token's position into
+// cs_sh (visible after the prologue's first barrier).
+void rope_table() {
+  for (uint i = gl_LocalInvocationID.x; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
+}
+
 // One token: the workgroup's q rows normed, rotated and scaled in q_sh (each
 // invocation rewrites the two elements of its units) and, where it holds the
 // new position (has_new), that key and value into kn_sh / vn_sh, stored into
@@ -285,7 +296,6 @@ void rope_prologue(uint r0, uint g, bool has_new, bool store_new) {
     ss = subgroupAdd(ss);
     if (subgroupElect()) rn_sh[r] = inversesqrt(ss / float(D) + p.eps);
   }
-  for (uint i = tid; i < p.n_rot / 2; i += WG) cs_sh[i] = cos_sin(angle(float(p.pos0), i)) * p.mscale;
   barrier();
   const uint NR = has_new ? BR + 1 : BR;
   for (uint j = tid; j < NR * (D / 2); j += WG) {
@@ -426,12 +436,6 @@ float outputs_scale() {
 
 void main() {
   stamp(CLK_START);
-#if ROPE_IN
-  if (p.wait_counter != 0) {
-    wait_for_inputs();
-    stamp(CLK_WAITED);
-  }
-#endif
   const uint tid = gl_LocalInvocationID.x, g = gl_WorkGroupID.z, split = gl_WorkGroupID.y;
   // Blocks of later tokens see more keys: start them first.
   const uint r0 = (gl_NumWorkGroups.x - 1 - gl_WorkGroupID.x) * BR;
@@ -441,7 +445,21 @@ void main() {
   // Keys before the first row's window are skipped (later rows' windows start later).
   const uint kv_lo = max(split_lo, first_key(p.pos0 + r0 / G));
 
+  // Key and value tiles run one tile ahead: the next tile's rows load into
+  // registers as soon as this one's are stored, and arrive while it is worked
+  // on. The first tile's go out before anything else: the cached rows do not
+  // depend on the inputs (the new position's row comes from shared memory),
+  // so with ROPE_IN they arrive during the wait and the rope prologue.
+  KV_T kreg[NV], vreg[NV];
+  float ksc[NV], vsc[NV];
+  load_keys(kv_lo, kv_hi, g, kreg, ksc);
+  load_values(kv_lo, kv_hi, g, vreg, vsc);
 #if ROPE_IN
+  rope_table();
+  if (p.wait_counter != 0) {
+    wait_for_inputs();
+    stamp(CLK_WAITED);
+  }
   const bool has_new = p.pos0 >= kv_lo && p.pos0 < kv_hi;
   rope_prologue(r0, g, has_new, has_new && r0 == 0);
   stamp(CLK_PROLOGUE);
@@ -484,12 +502,6 @@ void main() {
   vec4 acc[OR * NC];
   [[unroll]] for (uint i = 0; i < OR * NC; ++i) acc[i] = vec4(0);
 
-  // Key and value tiles run one tile ahead: the next tile's rows load into
-  // registers as soon as this one's are stored, and arrive while it is worked on.
-  KV_T kreg[NV], vreg[NV];
-  float ksc[NV], vsc[NV];
-  load_keys(kv_lo, kv_hi, g, kreg, ksc);
-  load_values(kv_lo, kv_hi, g, vreg, vsc);
   for (uint tile0 = kv_lo; tile0 < kv_hi; tile0 += BC) {
     const bool more = tile0 + BC < kv_hi;
     barrier();  // the previous tile's readers are done
@@ -513,17 +525,21 @@ void main() {
 #endif
     if (more) load_keys(tile0 + BC, kv_hi, g, kreg, ksc);
     barrier();
-    float s[SR * SK];
-    [[unroll]] for (uint i = 0; i < SR * SK; ++i) s[i] = 0.0;
-    for (uint c = 0; c < D4; ++c) {
+    // Scores as four running sums each (a vec4's lanes), summed at the end:
+    // chains a quarter as long.
+    vec4 s4[SR * SK];
+    [[unroll]] for (uint i = 0; i < SR * SK; ++i) s4[i] = vec4(0);
+    TILE_UNROLL for (uint c = 0; c < D4; ++c) {
       vec4 qv[SR];
       [[unroll]] for (uint i = 0; i < SR; ++i)
         qv[i] = Q_SHARED ? q_sh[(rt + i * RT) * RS + c] : q4[q_row[i] + c] * p.scale_log2;
       [[unroll]] for (uint jj = 0; jj < SK; ++jj) {
         const vec4 kv = tile_at((kt + jj * KT) * RS + c);
-        [[unroll]] for (uint i = 0; i < SR; ++i) s[i * SK + jj] += dot(qv[i], kv);
+        [[unroll]] for (uint i = 0; i < SR; ++i) s4[i * SK + jj] += qv[i] * kv;
       }
     }
+    float s[SR * SK];
+    [[unroll]] for (uint i = 0; i < SR * SK; ++i) s[i] = (s4[i].x + s4[i].y) + (s4[i].z + s4[i].w);
     if (sg_rows) {
 #if KV_F16
       const bool ok = tile0 + kt <= s_limit[0] && tile0 + kt >= s_first[0] && tile0 + kt < kv_hi;
@@ -585,7 +601,7 @@ void main() {
         [[unroll]] for (uint c = 0; c < NC; ++c) acc[i * NC + c] *= a;
       }
     }
-    for (uint j4 = 0; j4 < BC / 4; ++j4) {
+    TILE_UNROLL for (uint j4 = 0; j4 < BC / 4; ++j4) {
       vec4 pr[OR];
       [[unroll]] for (uint i = 0; i < OR; ++i) pr[i] = p_sh[(rg + i * RG) * PS4 + j4];
       [[unroll]] for (uint jj = 0; jj < 4; ++jj)
