@@ -88,10 +88,13 @@ using TokenEval = std::function<std::vector<float>(int32_t)>;
 // largest relative difference between the two engines' logits; else 0.
 double int8_decode_near_cpu(CpuForward& ref, const std::vector<int32_t>& prompt, const TokenEval& tested,
                             const TokenEval& other = {}) {
-  // The int8 rounding of x (<= 1/254 of a block's largest value) moves router
-  // logits by up to ~1e-2 here (the final logits by 0.4-1%): compare only while
-  // the reference routed clear of that.
-  const float margin = 5e-2f;
+  // The int8 rounding of x (<= 1/254 of a block's largest value) moves the
+  // final logits by 0.4-1.4% and router logits by more, growing with the
+  // positions behind a token: on lavapipe a route flipped at a reference
+  // margin of 0.050 (Mixtral, seed 15591632917019159510, token 3); 50 other
+  // seeds flipped at 0.007 and 0.016. Compare only while the reference routed
+  // twice that far from a tie.
+  const float margin = 1e-1f;
   const double tol = 3e-2;
   auto r = ref.eval(prompt);
   double differs = 0;
