@@ -40,10 +40,11 @@
 // <= subgroup size), 13 = XQ_SWIZZLE (1: xq's four entries of each 64-value
 // group XQ_STRIDE entries apart, so that lanes reading consecutive groups read
 // consecutive 16-byte words of shared memory; 0: a group's entries adjacent,
-// 64 bytes a lane apart, a 4-way bank conflict), 14..26 = step A's attention
+// 64 bytes a lane apart, a 4-way bank conflict), 14..27 = step A's attention
 // (ATT_D = head_dim, 0: no step A; heads, q heads per kv head, rotated dims,
 // neox, per-head q/k norms; base-2 score scale and the rope's floats, as
-// attn_flash.comp's push constants). A lane group works on one
+// attn_flash.comp's push constants; the subgroup size its q/k rotation and
+// combine by subgroups expect, 0: not by subgroups). A lane group works on one
 // row at a time, a lane on one unit of it at a time: more rows or units at
 // once measured slower on an H200 (docs/PERF.md run 36; the driver reports
 // 68-80 registers, so not spills), as did quantizing two or three vec4s an
@@ -102,6 +103,7 @@ layout(constant_id = 23) const float ATT_ext_factor = 0.0;
 layout(constant_id = 24) const float ATT_mscale = 1.0;
 layout(constant_id = 25) const float ATT_corr0 = 0.0;
 layout(constant_id = 26) const float ATT_corr1 = 0.0;
+layout(constant_id = 27) const uint ATT_SG = 0;  // step A by subgroups of this size (0: not)
 // xq's 64-value groups, and the entries between a group's parts when
 // swizzled (at least the groups; 4 mod 8, so that Q6_K's lane pairs, which
 // read parts 2m and 2m + 1 of a group, fall 64 bytes apart).
@@ -146,6 +148,8 @@ layout(set = 0, binding = 21) writeonly buffer VO { float v_out[]; };
 layout(set = 0, binding = 19) readonly buffer QI { vec4 q_in4[]; };
 layout(set = 0, binding = 20) readonly buffer KI { vec4 k_in4[]; };
 layout(set = 0, binding = 21) readonly buffer VI { vec2 v_in2[]; };
+layout(set = 0, binding = 19) readonly buffer QI1 { float q_in1[]; };
+layout(set = 0, binding = 20) readonly buffer KI1 { float k_in1[]; };
 layout(set = 0, binding = 22) coherent readonly buffer AttPart { float att_part[]; };
 layout(set = 0, binding = 22) coherent readonly buffer AttPart4 { vec4 att_part4[]; };
 // Step A's F16 caches ([position][kv head][head_dim] halves in pairs) and q/k norm weights.

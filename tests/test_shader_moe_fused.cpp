@@ -605,7 +605,8 @@ Extra attention_extra(test::VkEnv& e, Block& b, uint32_t D, uint32_t heads, uint
 // is left as it was; att matches the CPU reference attention (attend_ref)
 // over the caches within 2e-4 of the values' largest magnitude; the rest of the
 // dispatch computes exactly what it does from that att given whole; and with
-// pos1 = 0 the same pipeline leaves the step out.
+// pos1 = 0 the same pipeline leaves the step out. Both ways: q/k and the
+// combine by subgroups (lavapipe's of 8 too) and by the workgroup.
 TEST(ShaderMoeFused, AttentionInTheBlockMatchesHostReference) {
   test::VkEnv e;
   SCOPED_TRACE("seed " + std::to_string(e.seed));
@@ -647,10 +648,13 @@ TEST(ShaderMoeFused, AttentionInTheBlockMatchesHostReference) {
         rope(r.data(), int(D), int(pos), ac.rope);
         return r;
       };
-      for (uint32_t grid : grids(e)) {
-        SCOPED_TRACE("grid " + std::to_string(grid));
+      for (uint32_t grid : grids(e))
+      for (bool by_subgroups : {false, true}) {
+        SCOPED_TRACE("grid " + std::to_string(grid) + (by_subgroups ? " by subgroups" : " by the workgroup"));
+        Extra xv = x_;
+        xv.attention->by_subgroups = by_subgroups;
         const std::vector<float> x = e.randn(c.E, 1.5f);
-        const Out o = run_block(e, b, x, grid, 5, 7, &x_);
+        const Out o = run_block(e, b, x, grid, 5, 7, &xv);
         EXPECT_EQ(o.flag, 99u);
         EXPECT_EQ(o.counters, o.left);
         for (size_t i = 0; i < x_.k_cache.size(); ++i) {

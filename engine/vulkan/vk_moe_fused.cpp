@@ -135,10 +135,12 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 }
 
 // Step A's shared memory (moe_fused_attention.glsl): q, k, the new key and
-// value, the norm weights, two inverse RMS (its partial outputs go to x's).
-uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 5 * head_dim + 40; }
+// value, the norm weights, the rotation's (cos, sin), two inverse RMS (its
+// partial outputs go to x's).
+uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 7 * head_dim + 40; }
 
-// Step A's specialization constants 14..26 (left at their defaults: no step A).
+// Step A's specialization constants 14..26 (left at their defaults: no step A);
+// 27, its subgroup size, follows.
 std::vector<uint32_t> attention_spec(const MoeFusedAttention& at) {
   const RopeConsts rc = rope_consts(at.rope);
   const float scale_log2 = at.scale * 1.4426950408889634f;
@@ -372,6 +374,8 @@ void record_moe_fused_decode(Recorder& rec, const MoeFusedDecodeArgs& a) {
   if (a.attention) {
     const std::vector<uint32_t> as = attention_spec(at);
     spec.insert(spec.end(), as.begin(), as.end());
+    static const bool by_subgroups = !env_off("VKMOE_FUSED_ATT_SUBGROUPS");
+    spec.push_back(at.by_subgroups.value_or(by_subgroups) ? d.subgroup_size : 0u);
   }
   const Pipeline& p = ctx.pipeline(clocks ? "moe_decode_fused_clock" : kKernel, kBindings + (clocks ? 1 : 0),
                                    sizeof(FusedPush), spec);

@@ -56,6 +56,11 @@ struct MoeFusedAttention {
   bool norm = false;
   float scale = 1.f;  // of the scores q . k
   uint32_t pos1 = 0;
+  // q and k normed and rotated, and the key slots combined, by subgroups
+  // (where the device's subgroups have the size it reports and NeoX pairs
+  // fall in one lane; else by the workgroup); unset: yes unless
+  // VKMOE_FUSED_ATT_SUBGROUPS=0.
+  std::optional<bool> by_subgroups;
 };
 
 // The weight types one pipeline takes for each product (bit i: GgmlType(i)),
