@@ -254,8 +254,7 @@ vec2 rotated_unit(uint r, uint m, out uint a, out uint b) {
 }
 // Element e of the key normed and rotated.
 float rotated_key(uint e) {
-  const uint half_r = p.n_rot / 2;
-  const uint m = e >= p.n_rot ? half_r + (e - p.n_rot) / 2 : p.neox != 0 ? e % half_r : e / 2;
+  const uint m = rope_unit_of(e, p.n_rot, p.neox != 0);
   uint a, b;
   const vec2 y = rotated_unit(BR, m, a, b);
   return e == a ? y.x : y.y;

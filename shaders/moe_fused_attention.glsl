@@ -121,8 +121,7 @@ void att_sg_rotate(uint r, float xr[ATT_NE], uint new_row, bool store) {
     const bool is_a = neox_pair ? e < half_r : (e % 2) == 0;
     const float other = neox_pair ? (is_a ? xr[min(j + jd, ATT_NE - 1)] : xr[j >= jd ? j - jd : 0]) : nb[j];
     const float xa = is_a ? xr[j] : other, xb = is_a ? other : xr[j];
-    const uint m = e < ATT_N_ROT ? (ATT_NEOX != 0 ? e % half_r : e / 2) : half_r + (e - ATT_N_ROT) / 2;
-    const vec2 cs = att_cs[m];
+    const vec2 cs = att_cs[rope_unit_of(e, ATT_N_ROT, ATT_NEOX != 0)];
     y[j] = is_a ? xa * cs.x - xb * cs.y : xa * cs.y + xb * cs.x;
   }
   [[unroll]] for (uint j = 0; j < ATT_NE; ++j) {

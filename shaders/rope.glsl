@@ -21,6 +21,12 @@ bool rope_unit_pair(uint m, uint n_rot, bool neox, out uint a, out uint b) {
   return false;
 }
 
+// The rotation unit of element e (< head_dim): rope_unit_pair's m whose a or b is e.
+uint rope_unit_of(uint e, uint n_rot, bool neox) {
+  const uint half_r = n_rot / 2;
+  return e >= n_rot ? half_r + (e - n_rot) / 2 : neox ? e % half_r : e / 2;
+}
+
 // ggml's rope_yarn angle of pair i: pos * theta_scale^i as i successive
 // products, then the YaRN mix with the extrapolated angle.
 float angle(float pos, uint i) {

@@ -137,7 +137,7 @@ uint64_t shared_bytes(uint32_t wg, uint32_t n_embd, uint32_t words) {
 // Step A's shared memory (moe_fused_attention.glsl): q, k, the new key and
 // value, the norm weights, the rotation's (cos, sin), two inverse RMS (its
 // partial outputs go to x's).
-uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 7 * head_dim + 40; }
+uint64_t attention_shared_bytes(uint32_t head_dim) { return 4ull * 6 * head_dim + 40; }
 
 // Step A's specialization constants 14..26 (left at their defaults: no step A);
 // 27, its subgroup size, follows.
