@@ -26,6 +26,7 @@
 #include "engine/vulkan/weight_types.h"
 
 #include "tests/gemm_test_util.h"
+#include "tests/glu_bound.h"
 #include "tests/seed.h"
 using namespace vkmoe;
 using namespace vkmoe::vk;
@@ -196,9 +197,8 @@ double glu_ref(double g, double u, int act) {
   return g / (1 + std::exp(-g)) * u;
 }
 double glu_tol(double g, double u, double eg, double eu, int act) {
-  const double uf = act == 1 ? std::fabs(std::clamp(u, -7.0, 7.0) + 1) + eu : std::fabs(u) + eu;
-  const double gf = act == 1 ? std::fabs(std::min(g, 7.0)) + eg : std::fabs(g) + eg;
-  return 1.1 * (act == 1 ? 1.702 : 1.0) * eg * uf + gf * eu;
+  const test::GluFactors f = test::glu_factors(g, u, eg, eu, act);
+  return 1.1 * (act == 1 ? 1.702 : 1.0) * eg * f.u + f.g * eu;
 }
 
 // Experts' weights at w_off, expert_stride apart.
